@@ -1,0 +1,213 @@
+//! Read-only access to the node's kubelet directory.
+//!
+//! Every path handed to a [`NodeFs`] is a *host* path, the way kubelet and the
+//! mount table spell it. An implementation may map it somewhere else (a
+//! container sees the host root under a prefix), but callers never build such
+//! paths themselves, so mount-table comparisons stay in host path space.
+
+use std::ffi::OsString;
+use std::io;
+use std::path::{Component, Path, PathBuf};
+
+/// The type of a directory entry as the directory listing reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryKind {
+    /// A directory (never a symlink to one).
+    Dir,
+    /// A symbolic link, not followed.
+    Symlink,
+    /// A regular file.
+    File,
+    /// Anything else: device node, socket, FIFO, or a type that could not be read.
+    Other,
+}
+
+/// One entry of a directory listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirEntryInfo {
+    /// The entry's name (one path segment).
+    pub name: OsString,
+    /// The entry's type, taken from the listing rather than from a stat of the entry.
+    pub kind: EntryKind,
+}
+
+/// Read-only file access used by the listing, the pod scan and the fallback.
+///
+/// Nothing here can write; the trait exists so that tests run on temporary
+/// trees and so that the stat-following behaviour of kubelet can be chosen
+/// explicitly instead of by accident.
+pub trait NodeFs {
+    /// Lists a directory, sorted by the bytes of each name (Go's `os.ReadDir` order).
+    fn read_dir(&self, path: &Path) -> io::Result<Vec<DirEntryInfo>>;
+
+    /// Reads a whole regular file.
+    fn read_file(&self, path: &Path) -> io::Result<Vec<u8>>;
+
+    /// Whether `path` exists, and as what. `Ok(None)` means it does not exist.
+    fn entry_kind(&self, path: &Path) -> io::Result<Option<EntryKind>>;
+}
+
+/// How [`HostFs::entry_kind`] decides that a path exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExistenceCheck {
+    /// Look the name up in its parent's directory listing. This never enters the
+    /// entry itself, so a dead NFS or FUSE mount on it cannot hang the caller.
+    ParentListing,
+    /// `stat(2)` the path, following symlinks and entering a mount root, exactly as
+    /// kubelet's `os.Stat` does. Faithful, but it can block forever on a dead mount.
+    StatFollowing,
+}
+
+/// [`NodeFs`] over the real filesystem, optionally under a prefix where the
+/// host's root is visible (for example `/host` inside a container).
+#[derive(Debug, Clone)]
+pub struct HostFs {
+    prefix: Option<PathBuf>,
+    existence: ExistenceCheck,
+}
+
+impl HostFs {
+    /// The safe default: existence is decided from the parent's listing.
+    pub fn non_blocking(prefix: Option<PathBuf>) -> Self {
+        Self {
+            prefix,
+            existence: ExistenceCheck::ParentListing,
+        }
+    }
+
+    /// Kubelet's own behaviour: existence is decided by a following `stat`.
+    pub fn stat_following(prefix: Option<PathBuf>) -> Self {
+        Self {
+            prefix,
+            existence: ExistenceCheck::StatFollowing,
+        }
+    }
+
+    /// Where a host path is found from this process.
+    pub fn access_path(&self, host_path: &Path) -> PathBuf {
+        match &self.prefix {
+            None => host_path.to_path_buf(),
+            Some(prefix) => {
+                let relative: PathBuf = host_path
+                    .components()
+                    .filter(|c| !matches!(c, Component::RootDir | Component::Prefix(_)))
+                    .collect();
+                prefix.join(relative)
+            }
+        }
+    }
+}
+
+impl NodeFs for HostFs {
+    fn read_dir(&self, path: &Path) -> io::Result<Vec<DirEntryInfo>> {
+        let mut entries = Vec::new();
+        for entry in std::fs::read_dir(self.access_path(path))? {
+            let entry = entry?;
+            // `file_type` uses the type the listing already returned. Only on a
+            // filesystem that reports DT_UNKNOWN does std fall back to lstat.
+            let kind = match entry.file_type() {
+                Ok(t) if t.is_symlink() => EntryKind::Symlink,
+                Ok(t) if t.is_dir() => EntryKind::Dir,
+                Ok(t) if t.is_file() => EntryKind::File,
+                _ => EntryKind::Other,
+            };
+            entries.push(DirEntryInfo {
+                name: entry.file_name(),
+                kind,
+            });
+        }
+        sort_by_name_bytes(&mut entries);
+        Ok(entries)
+    }
+
+    fn read_file(&self, path: &Path) -> io::Result<Vec<u8>> {
+        std::fs::read(self.access_path(path))
+    }
+
+    fn entry_kind(&self, path: &Path) -> io::Result<Option<EntryKind>> {
+        match self.existence {
+            ExistenceCheck::ParentListing => entry_kind_from_parent_listing(self, path),
+            ExistenceCheck::StatFollowing => match std::fs::metadata(self.access_path(path)) {
+                Ok(meta) if meta.is_dir() => Ok(Some(EntryKind::Dir)),
+                Ok(meta) if meta.is_file() => Ok(Some(EntryKind::File)),
+                Ok(_) => Ok(Some(EntryKind::Other)),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(e),
+            },
+        }
+    }
+}
+
+/// Sorts entries the way Go's `os.ReadDir` does: by the raw bytes of the name.
+pub fn sort_by_name_bytes(entries: &mut [DirEntryInfo]) {
+    entries.sort_by(|a, b| a.name.as_encoded_bytes().cmp(b.name.as_encoded_bytes()));
+}
+
+/// Decides whether `path` exists by listing its parent, for any [`NodeFs`].
+pub fn entry_kind_from_parent_listing(
+    fs: &(impl NodeFs + ?Sized),
+    path: &Path,
+) -> io::Result<Option<EntryKind>> {
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        // "/" has no parent and always exists.
+        return Ok(Some(EntryKind::Dir));
+    };
+    match fs.read_dir(parent) {
+        Ok(entries) => Ok(entries.into_iter().find(|e| e.name == name).map(|e| e.kind)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn access_path_maps_host_paths_under_the_prefix() {
+        let fs = HostFs::non_blocking(Some(PathBuf::from("/host")));
+        assert_eq!(
+            fs.access_path(Path::new("/var/lib/kubelet/pods")),
+            PathBuf::from("/host/var/lib/kubelet/pods")
+        );
+        let plain = HostFs::non_blocking(None);
+        assert_eq!(
+            plain.access_path(Path::new("/var/lib/kubelet")),
+            PathBuf::from("/var/lib/kubelet")
+        );
+    }
+
+    #[test]
+    fn listing_is_sorted_by_bytes_and_reports_symlinks_as_symlinks() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("b")).unwrap();
+        std::fs::create_dir(dir.path().join("B")).unwrap();
+        std::fs::write(dir.path().join("a"), b"x").unwrap();
+        std::os::unix::fs::symlink(dir.path().join("b"), dir.path().join("c")).unwrap();
+        let fs = HostFs::non_blocking(None);
+        let listed = fs.read_dir(dir.path()).unwrap();
+        let names: Vec<_> = listed.iter().map(|e| e.name.clone()).collect();
+        assert_eq!(names, ["B", "a", "b", "c"]);
+        assert_eq!(listed[1].kind, EntryKind::File);
+        assert_eq!(listed[2].kind, EntryKind::Dir);
+        assert_eq!(listed[3].kind, EntryKind::Symlink);
+    }
+
+    #[test]
+    fn the_two_existence_checks_differ_on_a_dangling_symlink() {
+        let dir = tempfile::tempdir().unwrap();
+        let link = dir.path().join("globalmount");
+        std::os::unix::fs::symlink(dir.path().join("gone"), &link).unwrap();
+        assert_eq!(
+            HostFs::non_blocking(None).entry_kind(&link).unwrap(),
+            Some(EntryKind::Symlink)
+        );
+        assert_eq!(HostFs::stat_following(None).entry_kind(&link).unwrap(), None);
+        assert_eq!(
+            HostFs::non_blocking(None)
+                .entry_kind(&dir.path().join("missing/child"))
+                .unwrap(),
+            None
+        );
+    }
+}

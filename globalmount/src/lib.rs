@@ -1,0 +1,1 @@
+//! KEP-6058 global-mount discovery (work in progress).

@@ -1,0 +1,519 @@
+//! Mount references: which other mount points show the same directory of the
+//! same device (mount-utils' `GetMountRefs`, `SearchMountPoints` and kubelet's
+//! `GetReliableMountRefs`).
+//!
+//! A pod's bind mount of a `globalmount` and the `globalmount` itself share
+//! device and root, so each is a reference of the other. That is how kubelet,
+//! and this crate, tell which global mount a pod volume came from.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use thiserror::Error;
+
+use crate::fs::NodeFs;
+use crate::layout::clean_path;
+use crate::mountinfo::{
+    ConsistentReadError, MAX_LIST_TRIES, MountInfo, MountInfoError, MountInfoSource,
+    consistent_read, parse_mountinfo,
+};
+
+/// Why mount references could not be computed.
+#[derive(Debug, Error)]
+pub enum MountRefsError {
+    /// The mount table could not be read consistently.
+    #[error(transparent)]
+    Read(#[from] ConsistentReadError),
+    /// The mount table did not parse.
+    #[error(transparent)]
+    Parse(#[from] MountInfoError),
+    /// No mount contains the path, not even `/`.
+    #[error("failed to get root path and major:minor for {}", path.display())]
+    NoEnclosingMount {
+        /// The path looked up.
+        path: PathBuf,
+    },
+    /// Whether the path exists could not be decided.
+    #[error("checking {}: {source}", path.display())]
+    Existence {
+        /// The path looked up.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl MountRefsError {
+    /// Whether retrying may help: only a torn read of a changing table.
+    pub fn is_inconsistent_read(&self) -> bool {
+        matches!(self, Self::Read(ConsistentReadError::Inconsistent { .. }))
+    }
+}
+
+/// A parsed mount table, in file order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MountTable {
+    entries: Vec<MountInfo>,
+}
+
+impl MountTable {
+    /// Wraps parsed entries.
+    pub fn new(entries: Vec<MountInfo>) -> Self {
+        Self { entries }
+    }
+
+    /// Parses mountinfo text.
+    pub fn parse(content: impl AsRef<[u8]>) -> Result<Self, MountInfoError> {
+        parse_mountinfo(content).map(Self::new)
+    }
+
+    /// The entries, in file order.
+    pub fn entries(&self) -> &[MountInfo] {
+        &self.entries
+    }
+
+    /// Whether some mount is mounted exactly at `path`.
+    pub fn is_mount_point(&self, path: &Path) -> bool {
+        let path = clean_path(path);
+        self.entries.iter().any(|m| m.mount_point == path)
+    }
+
+    /// Mounts strictly below `path`, in file order.
+    pub fn mounts_beneath(&self, path: &Path) -> Vec<&MountInfo> {
+        let path = clean_path(path);
+        self.entries
+            .iter()
+            .filter(|m| m.mount_point != path && m.mount_point.starts_with(&path))
+            .collect()
+    }
+
+    /// `SearchMountPoints`: the mount points of every other mount that shows
+    /// the same directory of the same device as `path`.
+    ///
+    /// The enclosing mount is found scanning from the last entry, because a
+    /// later mount at the same place shadows an earlier one. Its root joined
+    /// with the rest of `path` names the directory on the device; every other
+    /// entry (by mount ID) with that root and device is a reference, in file order.
+    pub fn search_mount_points(&self, path: &Path) -> Result<Vec<PathBuf>, MountRefsError> {
+        let path = clean_path(path);
+        let enclosing = self.entries.iter().rev().find_map(|m| {
+            path.strip_prefix(&m.mount_point)
+                .ok()
+                .map(|rest| (m, clean_path(&m.root.join(rest))))
+        });
+        let Some((enclosing, root_on_device)) = enclosing else {
+            return Err(MountRefsError::NoEnclosingMount { path });
+        };
+        Ok(self
+            .entries
+            .iter()
+            .filter(|m| {
+                m.id != enclosing.id
+                    && m.root == root_on_device
+                    && m.major == enclosing.major
+                    && m.minor == enclosing.minor
+            })
+            .map(|m| m.mount_point.clone())
+            .collect())
+    }
+}
+
+/// `GetMountRefs` on a snapshot: a path that does not exist has no references.
+///
+/// Existence is asked of `fs`, which with [`crate::fs::HostFs::non_blocking`]
+/// never enters the path, so a dead mount there cannot hang the lookup.
+pub fn get_mount_refs(
+    fs: &(impl NodeFs + ?Sized),
+    table: &MountTable,
+    path: &Path,
+) -> Result<Vec<PathBuf>, MountRefsError> {
+    match fs.entry_kind(path) {
+        Ok(None) => Ok(Vec::new()),
+        Ok(Some(_)) => table.search_mount_points(path),
+        Err(source) => Err(MountRefsError::Existence {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+/// A way to look up mount references of a path.
+pub trait MountRefsLookup {
+    /// The references of `path`.
+    fn mount_refs(&self, path: &Path) -> Result<Vec<PathBuf>, MountRefsError>;
+}
+
+/// Lookups against one consistent snapshot of the mount table.
+#[derive(Debug)]
+pub struct SnapshotRefs<'a, F: NodeFs + ?Sized> {
+    /// Used only to decide whether a path exists.
+    pub fs: &'a F,
+    /// The snapshot.
+    pub table: &'a MountTable,
+}
+
+impl<F: NodeFs + ?Sized> MountRefsLookup for SnapshotRefs<'_, F> {
+    fn mount_refs(&self, path: &Path) -> Result<Vec<PathBuf>, MountRefsError> {
+        get_mount_refs(self.fs, self.table, path)
+    }
+}
+
+/// Time, injectable so that retry loops are testable without sleeping.
+pub trait Clock {
+    /// The current instant.
+    fn now(&self) -> Instant;
+    /// Waits for `duration`.
+    fn sleep(&self, duration: Duration);
+}
+
+/// The real clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+
+    fn sleep(&self, duration: Duration) {
+        std::thread::sleep(duration);
+    }
+}
+
+/// How long to keep retrying a torn mount-table read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Give up after this long (kubelet: one minute).
+    pub timeout: Duration,
+    /// Wait this long between attempts (kubelet: 10 ms).
+    pub step: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            timeout: Duration::from_secs(60),
+            step: Duration::from_millis(10),
+        }
+    }
+}
+
+/// Runs `attempt` until it succeeds or fails with something other than an
+/// inconsistent read, or until the policy's deadline; then the last
+/// inconsistent-read error is returned.
+pub fn retry_inconsistent<T>(
+    policy: RetryPolicy,
+    clock: &(impl Clock + ?Sized),
+    mut attempt: impl FnMut() -> Result<T, MountRefsError>,
+) -> Result<T, MountRefsError> {
+    let deadline = clock.now() + policy.timeout;
+    loop {
+        match attempt() {
+            Err(e) if e.is_inconsistent_read() && clock.now() < deadline => {
+                clock.sleep(policy.step);
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Reads and parses a mount table, retrying torn reads under `policy`.
+pub fn read_mount_table(
+    source: &mut (impl MountInfoSource + ?Sized),
+    policy: RetryPolicy,
+    clock: &(impl Clock + ?Sized),
+) -> Result<MountTable, MountRefsError> {
+    retry_inconsistent(policy, clock, || {
+        let bytes = consistent_read(source, MAX_LIST_TRIES)?;
+        Ok(MountTable::parse(bytes)?)
+    })
+}
+
+/// `GetReliableMountRefs`: re-reads the table for every attempt and retries
+/// while the read is torn, so a busy node does not turn into "no references".
+pub struct ReliableRefs<'a, F: NodeFs + ?Sized, S: MountInfoSource, C: Clock> {
+    /// Used only to decide whether a path exists.
+    pub fs: &'a F,
+    /// The live mount table.
+    pub source: std::cell::RefCell<S>,
+    /// Retry bounds.
+    pub policy: RetryPolicy,
+    /// Time source.
+    pub clock: C,
+}
+
+impl<F: NodeFs + ?Sized, S: MountInfoSource, C: Clock> MountRefsLookup
+    for ReliableRefs<'_, F, S, C>
+{
+    fn mount_refs(&self, path: &Path) -> Result<Vec<PathBuf>, MountRefsError> {
+        retry_inconsistent(self.policy, &self.clock, || {
+            match self.fs.entry_kind(path) {
+                Ok(None) => return Ok(Vec::new()),
+                Ok(Some(_)) => {}
+                Err(source) => {
+                    return Err(MountRefsError::Existence {
+                        path: path.to_path_buf(),
+                        source,
+                    });
+                }
+            }
+            let bytes = consistent_read(&mut *self.source.borrow_mut(), MAX_LIST_TRIES)?;
+            MountTable::parse(bytes)?.search_mount_points(path)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::{Cell, RefCell};
+    use std::io;
+
+    use super::*;
+    use crate::testfs::MemFs;
+
+    const GM: &str = "/var/lib/kubelet/plugins/kubernetes.io/csi/d/abc/globalmount";
+    const POD: &str = "/var/lib/kubelet/pods/u1/volumes/kubernetes.io~csi/pvc-1/mount";
+
+    fn table(lines: &[&str]) -> MountTable {
+        MountTable::parse(lines.join("\n")).unwrap()
+    }
+
+    fn bound_table() -> MountTable {
+        table(&[
+            "1 0 8:1 / / rw shared:1 - ext4 /dev/sda1 rw",
+            &format!("100 1 8:16 / {GM} rw shared:50 - ext4 /dev/sdb rw"),
+            &format!("101 1 8:16 / {POD} rw shared:50 - ext4 /dev/sdb rw"),
+            "102 1 8:32 / /var/lib/kubelet/pods/u2/volumes/kubernetes.io~csi/data/mount rw - ext4 /dev/sdc rw",
+        ])
+    }
+
+    #[test]
+    fn a_path_that_does_not_exist_has_no_refs_and_no_error() {
+        let fs = MemFs::new();
+        let refs = get_mount_refs(&fs, &bound_table(), Path::new(GM)).unwrap();
+        assert!(refs.is_empty());
+    }
+
+    #[test]
+    fn globalmount_and_its_pod_bind_mount_are_refs_of_each_other() {
+        let t = bound_table();
+        assert_eq!(t.search_mount_points(Path::new(GM)).unwrap(), [PathBuf::from(POD)]);
+        assert_eq!(t.search_mount_points(Path::new(POD)).unwrap(), [PathBuf::from(GM)]);
+        // A pod mount on another device is not a ref of either.
+        let other = "/var/lib/kubelet/pods/u2/volumes/kubernetes.io~csi/data/mount";
+        assert!(t.search_mount_points(Path::new(other)).unwrap().is_empty());
+    }
+
+    #[test]
+    fn later_mounts_shadow_earlier_ones_at_the_same_path() {
+        let t = table(&[
+            "1 0 8:1 / / rw - ext4 /dev/sda1 rw",
+            &format!("100 1 8:16 / {GM} rw - ext4 /dev/sdb rw"),
+            &format!("101 1 8:16 / {POD} rw - ext4 /dev/sdb rw"),
+            &format!("102 100 8:48 / {GM} rw - ext4 /dev/sdd rw"),
+            "103 1 8:48 / /mnt/other rw - ext4 /dev/sdd rw",
+        ]);
+        // 102 hides 100, so the refs are those of 8:48, not of 8:16.
+        assert_eq!(
+            t.search_mount_points(Path::new(GM)).unwrap(),
+            [PathBuf::from("/mnt/other")]
+        );
+    }
+
+    #[test]
+    fn root_on_device_joins_the_entry_root_with_the_rest_of_the_path() {
+        let t = table(&[
+            "1 0 8:1 / / rw - ext4 /dev/sda1 rw",
+            "100 1 8:16 /vol /mnt/data rw - ext4 /dev/sdb rw",
+            "101 1 8:16 /vol/sub /srv/bound rw - ext4 /dev/sdb rw",
+            "102 1 8:16 /vol/sub /srv/other-device rw - ext4 /dev/sdb rw",
+            "103 1 8:17 /vol/sub /srv/wrong-minor rw - ext4 /dev/sdb1 rw",
+        ]);
+        assert_eq!(
+            t.search_mount_points(Path::new("/mnt/data/sub")).unwrap(),
+            [PathBuf::from("/srv/bound"), PathBuf::from("/srv/other-device")]
+        );
+    }
+
+    #[test]
+    fn a_plain_directory_has_no_refs_unless_that_exact_directory_is_bound() {
+        let plain = "/var/lib/kubelet/pods/u3/volumes/kubernetes.io~csi/pvc-3/mount";
+        let t = table(&["1 0 8:1 / / rw - ext4 /dev/sda1 rw"]);
+        assert!(t.search_mount_points(Path::new(plain)).unwrap().is_empty());
+        let with_bind = table(&[
+            "1 0 8:1 / / rw - ext4 /dev/sda1 rw",
+            &format!("50 1 8:1 {plain} /mnt/alias rw - ext4 /dev/sda1 rw"),
+        ]);
+        assert_eq!(
+            with_bind.search_mount_points(Path::new(plain)).unwrap(),
+            [PathBuf::from("/mnt/alias")]
+        );
+    }
+
+    #[test]
+    fn no_enclosing_mount_is_an_error() {
+        let t = table(&["100 1 8:16 / /mnt/data rw - ext4 /dev/sdb rw"]);
+        let err = t.search_mount_points(Path::new("/elsewhere")).unwrap_err();
+        assert!(matches!(err, MountRefsError::NoEnclosingMount { .. }), "{err}");
+        // "/mnt/database" is not inside "/mnt/data": component-wise, not by string prefix.
+        assert!(t.search_mount_points(Path::new("/mnt/database")).is_err());
+    }
+
+    #[test]
+    fn mount_point_and_beneath_queries() {
+        let t = table(&[
+            "1 0 8:1 / / rw - ext4 /dev/sda1 rw",
+            &format!("100 1 8:16 / {GM}/inner rw - ext4 /dev/sdb rw"),
+        ]);
+        assert!(!t.is_mount_point(Path::new(GM)));
+        assert!(t.is_mount_point(Path::new(&format!("{GM}/inner"))));
+        assert_eq!(t.mounts_beneath(Path::new(GM)).len(), 1);
+        assert!(t.mounts_beneath(Path::new(&format!("{GM}/inner"))).is_empty());
+    }
+
+    /// A clock that advances only when slept on.
+    struct FakeClock {
+        start: Instant,
+        elapsed: Cell<Duration>,
+        sleeps: Cell<usize>,
+    }
+
+    impl FakeClock {
+        fn new() -> Self {
+            Self {
+                start: Instant::now(),
+                elapsed: Cell::new(Duration::ZERO),
+                sleeps: Cell::new(0),
+            }
+        }
+    }
+
+    impl Clock for FakeClock {
+        fn now(&self) -> Instant {
+            self.start + self.elapsed.get()
+        }
+
+        fn sleep(&self, duration: Duration) {
+            self.elapsed.set(self.elapsed.get() + duration);
+            self.sleeps.set(self.sleeps.get() + 1);
+        }
+    }
+
+    /// A mount table that changes on every read for the first `torn_reads`
+    /// reads, then settles; or that fails with an I/O error.
+    struct FlakySource {
+        torn_reads: usize,
+        reads: usize,
+        settled: String,
+        io_error: bool,
+    }
+
+    impl MountInfoSource for FlakySource {
+        fn read_mountinfo(&mut self) -> io::Result<Vec<u8>> {
+            if self.io_error {
+                return Err(io::Error::from(io::ErrorKind::PermissionDenied));
+            }
+            self.reads += 1;
+            if self.reads <= self.torn_reads {
+                Ok(format!("{}\n# torn {}", self.settled, self.reads).into_bytes())
+            } else {
+                Ok(self.settled.clone().into_bytes())
+            }
+        }
+
+        fn describe(&self) -> String {
+            "flaky".into()
+        }
+    }
+
+    fn bound_text() -> String {
+        [
+            "1 0 8:1 / / rw - ext4 /dev/sda1 rw".to_owned(),
+            format!("100 1 8:16 / {GM} rw - ext4 /dev/sdb rw"),
+            format!("101 1 8:16 / {POD} rw - ext4 /dev/sdb rw"),
+        ]
+        .join("\n")
+    }
+
+    fn fs_with_gm() -> MemFs {
+        let mut fs = MemFs::new();
+        fs.dir(GM).dir(POD);
+        fs
+    }
+
+    #[test]
+    fn reliable_refs_retry_torn_reads_until_the_table_settles() {
+        let fs = fs_with_gm();
+        let lookup = ReliableRefs {
+            fs: &fs,
+            // 25 torn reads exhaust the first consistent read (11 reads) and
+            // the second, so two sleeps happen before success.
+            source: RefCell::new(FlakySource {
+                torn_reads: 25,
+                reads: 0,
+                settled: bound_text(),
+                io_error: false,
+            }),
+            policy: RetryPolicy::default(),
+            clock: FakeClock::new(),
+        };
+        assert_eq!(lookup.mount_refs(Path::new(GM)).unwrap(), [PathBuf::from(POD)]);
+        assert_eq!(lookup.clock.sleeps.get(), 2);
+    }
+
+    #[test]
+    fn reliable_refs_give_up_at_the_deadline_with_the_inconsistent_read_error() {
+        let fs = fs_with_gm();
+        let lookup = ReliableRefs {
+            fs: &fs,
+            source: RefCell::new(FlakySource {
+                torn_reads: usize::MAX,
+                reads: 0,
+                settled: bound_text(),
+                io_error: false,
+            }),
+            policy: RetryPolicy {
+                timeout: Duration::from_millis(100),
+                step: Duration::from_millis(10),
+            },
+            clock: FakeClock::new(),
+        };
+        let err = lookup.mount_refs(Path::new(GM)).unwrap_err();
+        assert!(err.is_inconsistent_read(), "{err}");
+        assert_eq!(lookup.clock.sleeps.get(), 10);
+    }
+
+    #[test]
+    fn reliable_refs_return_other_errors_at_once() {
+        let fs = fs_with_gm();
+        let lookup = ReliableRefs {
+            fs: &fs,
+            source: RefCell::new(FlakySource {
+                torn_reads: 0,
+                reads: 0,
+                settled: String::new(),
+                io_error: true,
+            }),
+            policy: RetryPolicy::default(),
+            clock: FakeClock::new(),
+        };
+        let err = lookup.mount_refs(Path::new(GM)).unwrap_err();
+        assert!(matches!(err, MountRefsError::Read(ConsistentReadError::Io { .. })), "{err}");
+        assert_eq!(lookup.clock.sleeps.get(), 0);
+    }
+
+    #[test]
+    fn read_mount_table_retries_then_parses() {
+        let mut source = FlakySource {
+            torn_reads: 12,
+            reads: 0,
+            settled: bound_text(),
+            io_error: false,
+        };
+        let clock = FakeClock::new();
+        let t = read_mount_table(&mut source, RetryPolicy::default(), &clock).unwrap();
+        assert_eq!(t.entries().len(), 3);
+        assert_eq!(clock.sleeps.get(), 1);
+    }
+}

@@ -1,0 +1,73 @@
+//! CSINode `status.storageHealth` (SPEC 2.4).
+
+use k8s_openapi::api::storage::v1::{CSINode, StorageHealth};
+
+use crate::conditions::Errors;
+use crate::entries::check_entries;
+use crate::field::{ErrorKind, ErrorList, Path};
+use crate::names::{CSI_DRIVER_NAME_MAX_LEN, dns1123_subdomain_errors};
+
+/// Validates a CSINode's `status.storageHealth`, ratcheting against `old` on update. Driver names
+/// are looked up in the new object's `spec.drivers`.
+pub fn validate_csinode(new: &CSINode, old: Option<&CSINode>) -> ErrorList {
+    let drivers = &new.spec.drivers;
+    validate_storage_health(storage_health(Some(new)), storage_health(old), |name| {
+        drivers.iter().any(|d| d.name == name)
+    })
+}
+
+/// Validates a `status.storageHealth` list. `driver_registered` tells whether a name is an
+/// entry of the CSINode's `spec.drivers`.
+pub fn validate_storage_health(
+    new: Option<&[StorageHealth]>,
+    old: Option<&[StorageHealth]>,
+    driver_registered: impl Fn(&str) -> bool,
+) -> ErrorList {
+    let mut errors = Errors::default();
+    check_storage_health(new, old, driver_registered, &mut errors);
+    errors.into_list()
+}
+
+pub(crate) fn check_storage_health(
+    new: Option<&[StorageHealth]>,
+    old: Option<&[StorageHealth]>,
+    driver_registered: impl Fn(&str) -> bool,
+    errors: &mut Errors,
+) {
+    let Some(new) = new else { return };
+    let status = Path::root("status");
+    let list = status.child("storageHealth");
+    check_entries(
+        &list,
+        new,
+        old,
+        |path, name, errors| {
+            // As ValidateCSIDriverName checks spec.drivers[*].name; the length limit is the
+            // declarative half (see StorageHealth::check_name_declarative).
+            let format_errors = dns1123_subdomain_errors(&name.to_ascii_lowercase());
+            for detail in &format_errors {
+                errors.handwritten(
+                    path,
+                    ErrorKind::Invalid {
+                        value: name.to_owned(),
+                        detail,
+                    },
+                );
+            }
+            let valid = format_errors.is_empty() && name.len() <= CSI_DRIVER_NAME_MAX_LEN;
+            if valid && !driver_registered(name) {
+                errors.handwritten(
+                    path,
+                    ErrorKind::NotFound {
+                        value: name.to_owned(),
+                    },
+                );
+            }
+        },
+        errors,
+    );
+}
+
+fn storage_health(node: Option<&CSINode>) -> Option<&[StorageHealth]> {
+    node?.status.as_ref()?.storage_health.as_deref()
+}

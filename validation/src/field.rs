@@ -1,0 +1,341 @@
+//! Field errors in the shape of apimachinery's `field.Error`.
+//!
+//! Paths are built on the stack as [`Path`] and rendered to a string only when an error is
+//! recorded, so valid objects cost no allocation here.
+
+use std::fmt;
+
+/// A field path such as `status.volumeHealth[0].healthConditions[1].reason`, borrowed from the
+/// caller's stack frames. Rendered like apimachinery's `field.Path`.
+#[derive(Clone, Copy, Debug)]
+pub enum Path<'a> {
+    /// A top-level field.
+    Root(&'static str),
+    /// A named field of a parent path.
+    Child(&'a Path<'a>, &'static str),
+    /// A list element of a parent path.
+    Index(&'a Path<'a>, usize),
+}
+
+impl<'a> Path<'a> {
+    /// A top-level field.
+    pub const fn root(name: &'static str) -> Self {
+        Path::Root(name)
+    }
+
+    /// The named field below this path.
+    pub fn child(&'a self, name: &'static str) -> Path<'a> {
+        Path::Child(self, name)
+    }
+
+    /// The list element `index` of this path.
+    pub fn index(&'a self, index: usize) -> Path<'a> {
+        Path::Index(self, index)
+    }
+}
+
+impl fmt::Display for Path<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Path::Root(name) => f.write_str(name),
+            Path::Child(parent, name) => write!(f, "{parent}.{name}"),
+            Path::Index(parent, index) => write!(f, "{parent}[{index}]"),
+        }
+    }
+}
+
+/// Whether a length limit counts bytes or characters (Unicode scalar values, Go's runes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LengthUnit {
+    /// UTF-8 bytes, as Go's `len(s)`.
+    Bytes,
+    /// Characters, as Go's `utf8.RuneCountInString(s)`.
+    Characters,
+}
+
+/// What is wrong with a field; one variant per apimachinery `field.ErrorType` used here.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// A required field is empty or absent.
+    Required,
+    /// A value outside an enumeration. `supported` is sorted.
+    NotSupported {
+        /// The rejected value.
+        value: String,
+        /// The accepted values, sorted.
+        supported: &'static [&'static str],
+    },
+    /// A string longer than its limit.
+    TooLong {
+        /// The limit.
+        max: usize,
+        /// What the limit counts.
+        unit: LengthUnit,
+    },
+    /// A list longer than its limit.
+    TooMany {
+        /// The list's length.
+        count: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A list item whose key repeats an earlier item's key.
+    Duplicate {
+        /// The key, already rendered (a Go-quoted string or a JSON object).
+        rendered: String,
+    },
+    /// A reference to something that does not exist.
+    NotFound {
+        /// The missing name.
+        value: String,
+    },
+    /// A malformed value.
+    Invalid {
+        /// The rejected value.
+        value: String,
+        /// Why it is malformed.
+        detail: &'static str,
+    },
+}
+
+impl ErrorKind {
+    /// The `metav1.CauseType` of this kind, e.g. `FieldValueRequired`.
+    pub fn cause_type(&self) -> &'static str {
+        match self {
+            ErrorKind::Required => "FieldValueRequired",
+            ErrorKind::NotSupported { .. } => "FieldValueNotSupported",
+            ErrorKind::TooLong { .. } => "FieldValueTooLong",
+            ErrorKind::TooMany { .. } => "FieldValueTooMany",
+            ErrorKind::Duplicate { .. } => "FieldValueDuplicate",
+            ErrorKind::NotFound { .. } => "FieldValueNotFound",
+            ErrorKind::Invalid { .. } => "FieldValueInvalid",
+        }
+    }
+}
+
+/// Renders the error body, byte for byte as apimachinery's `(*field.Error).ErrorBody`.
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ErrorKind::Required => f.write_str("Required value"),
+            ErrorKind::NotSupported { value, supported } => {
+                write!(f, "Unsupported value: {}: supported values: ", GoQuoted(value))?;
+                for (i, v) in supported.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{}", GoQuoted(v))?;
+                }
+                Ok(())
+            }
+            ErrorKind::TooLong { max, unit } => {
+                let unit = match unit {
+                    LengthUnit::Bytes => "bytes",
+                    LengthUnit::Characters => "characters",
+                };
+                write!(f, "Too long: may not be more than {max} {unit}")
+            }
+            ErrorKind::TooMany { count, max } => {
+                write!(f, "Too many: {count}: must have at most {max} items")
+            }
+            ErrorKind::Duplicate { rendered } => write!(f, "Duplicate value: {rendered}"),
+            ErrorKind::NotFound { value } => write!(f, "Not found: {}", GoQuoted(value)),
+            ErrorKind::Invalid { value, detail } => {
+                write!(f, "Invalid value: {}: {detail}", GoQuoted(value))
+            }
+        }
+    }
+}
+
+/// One field error: where, and what. Its `Display` is the Kubernetes string `<path>: <body>`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldError {
+    /// The rendered path, e.g. `status.healthStatus.healthConditions[0].status`.
+    pub field: String,
+    /// What is wrong.
+    pub kind: ErrorKind,
+}
+
+impl FieldError {
+    /// An error of `kind` at `path`.
+    pub fn new(path: &Path<'_>, kind: ErrorKind) -> Self {
+        FieldError {
+            field: path.to_string(),
+            kind,
+        }
+    }
+
+    /// The body without the path, as `StatusCause.message` carries it.
+    pub fn body(&self) -> String {
+        self.kind.to_string()
+    }
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.kind)
+    }
+}
+
+impl std::error::Error for FieldError {}
+
+/// All errors found in one object, in the order Kubernetes reports them.
+pub type ErrorList = Vec<FieldError>;
+
+/// Formats a string as Go's `%q` verb does: double quotes, Go escapes, and `\u`/`\U` escapes for
+/// characters that Go's `strconv.IsPrint` rejects.
+#[derive(Clone, Copy, Debug)]
+pub struct GoQuoted<'a>(pub &'a str);
+
+impl fmt::Display for GoQuoted<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use fmt::Write;
+        f.write_char('"')?;
+        for c in self.0.chars() {
+            match c {
+                '\x07' => f.write_str("\\a")?,
+                '\x08' => f.write_str("\\b")?,
+                '\x0c' => f.write_str("\\f")?,
+                '\n' => f.write_str("\\n")?,
+                '\r' => f.write_str("\\r")?,
+                '\t' => f.write_str("\\t")?,
+                '\x0b' => f.write_str("\\v")?,
+                '\\' => f.write_str("\\\\")?,
+                '"' => f.write_str("\\\"")?,
+                c if is_go_printable(c) => f.write_char(c)?,
+                c if (c as u32) < 0x80 => write!(f, "\\x{:02x}", c as u32)?,
+                c if (c as u32) < 0x10000 => write!(f, "\\u{:04x}", c as u32)?,
+                c => write!(f, "\\U{:08x}", c as u32)?,
+            }
+        }
+        f.write_char('"')
+    }
+}
+
+/// Go's `strconv.IsPrint`: letters, marks, numbers, punctuation, symbols and the ASCII space.
+/// Without Unicode category tables this rejects the categories Go rejects that occur in practice:
+/// controls, format characters, separators other than U+0020, private use and noncharacters.
+fn is_go_printable(c: char) -> bool {
+    let u = c as u32;
+    if c.is_ascii() {
+        return (0x20..0x7f).contains(&u);
+    }
+    !(c.is_control()
+        || matches!(u,
+            0x00a0 | 0x00ad | 0x061c | 0x06dd | 0x070f | 0x1680 | 0x180e | 0x2000..=0x200f
+            | 0x2028..=0x202f | 0x205f..=0x206f | 0x3000 | 0xd800..=0xdfff | 0xe000..=0xf8ff
+            | 0xfeff | 0xfff9..=0xfffb | 0xfffe | 0xffff | 0x0600..=0x0605 | 0xe0001
+            | 0xe0020..=0xe007f | 0xf0000..=0x10ffff)
+        || (u & 0xfffe) == 0xfffe)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_render_like_apimachinery() {
+        let status = Path::root("status");
+        let list = status.child("volumeHealth");
+        let item = list.index(0);
+        let conditions = item.child("healthConditions");
+        let condition = conditions.index(12);
+        let reason = condition.child("reason");
+        assert_eq!(
+            reason.to_string(),
+            "status.volumeHealth[0].healthConditions[12].reason"
+        );
+    }
+
+    #[test]
+    fn bodies_match_upstream_strings() {
+        let cases: &[(ErrorKind, &str)] = &[
+            (ErrorKind::Required, "Required value"),
+            (
+                ErrorKind::NotSupported {
+                    value: "Healthy".into(),
+                    supported: &["DataLoss", "Degraded", "Inaccessible"],
+                },
+                r#"Unsupported value: "Healthy": supported values: "DataLoss", "Degraded", "Inaccessible""#,
+            ),
+            (
+                ErrorKind::TooLong {
+                    max: 256,
+                    unit: LengthUnit::Bytes,
+                },
+                "Too long: may not be more than 256 bytes",
+            ),
+            (
+                ErrorKind::TooLong {
+                    max: 1024,
+                    unit: LengthUnit::Characters,
+                },
+                "Too long: may not be more than 1024 characters",
+            ),
+            (
+                ErrorKind::TooMany { count: 17, max: 16 },
+                "Too many: 17: must have at most 16 items",
+            ),
+            (
+                ErrorKind::Duplicate {
+                    rendered: "\"vol\"".into(),
+                },
+                "Duplicate value: \"vol\"",
+            ),
+            (
+                ErrorKind::NotFound {
+                    value: "other".into(),
+                },
+                "Not found: \"other\"",
+            ),
+            (
+                ErrorKind::Invalid {
+                    value: "1x".into(),
+                    detail: "bad",
+                },
+                "Invalid value: \"1x\": bad",
+            ),
+        ];
+        for (kind, want) in cases {
+            assert_eq!(kind.to_string(), *want);
+        }
+    }
+
+    #[test]
+    fn cause_types_match_metav1() {
+        assert_eq!(ErrorKind::Required.cause_type(), "FieldValueRequired");
+        assert_eq!(
+            ErrorKind::TooMany { count: 1, max: 0 }.cause_type(),
+            "FieldValueTooMany"
+        );
+        assert_eq!(
+            ErrorKind::Duplicate {
+                rendered: String::new()
+            }
+            .cause_type(),
+            "FieldValueDuplicate"
+        );
+    }
+
+    #[test]
+    fn go_quoting_escapes_like_strconv_quote() {
+        let cases = [
+            ("plain", r#""plain""#),
+            ("a\"b\\c", r#""a\"b\\c""#),
+            ("tab\tnl\ncr\r", r#""tab\tnl\ncr\r""#),
+            ("\x07\x08\x0c\x0b", r#""\a\b\f\v""#),
+            ("\x00\x1f\x7f", r#""\x00\x1f\x7f""#),
+            ("é日本", "\"é日本\""),
+            ("\u{80}", r#""\u0080""#),
+            ("\u{a0}", r#""\u00a0""#),
+            ("\u{200b}", r#""\u200b""#),
+            ("\u{feff}", r#""\ufeff""#),
+            ("😀", "\"😀\""),
+            ("\u{f0000}", r#""\U000f0000""#),
+        ];
+        for (input, want) in cases {
+            assert_eq!(GoQuoted(input).to_string(), want, "quoting {input:?}");
+        }
+    }
+}

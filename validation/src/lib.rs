@@ -1,0 +1,78 @@
+//! Volume health (KEP-1432, feature gate `CSIVolumeHealth`) as the Kubernetes apiserver enforces
+//! it, for Rust programs: the field rules of PVC `status.healthStatus`, Pod `status.volumeHealth`
+//! and CSINode `status.storageHealth`, the NodeRestriction rules for writes of them, and the
+//! drop-on-save decision while the gate is off.
+//!
+//! Validation returns data: every [`FieldError`] with its path, in the order Kubernetes reports
+//! them (handwritten checks first, then declarative ones, each in field order), with ratcheting
+//! on update. Error strings match Kubernetes byte for byte, so a sidecar can check a status
+//! before writing it and get the answer the apiserver would give.
+//!
+//! ```
+//! use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus, PodVolumeHealth, Volume};
+//! use volume_health_validation::{HealthResource, invalid_status, validate_pod};
+//!
+//! let pod = Pod {
+//!     metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+//!         name: Some("web-0".into()),
+//!         ..Default::default()
+//!     },
+//!     spec: Some(PodSpec {
+//!         volumes: Some(vec![Volume { name: "data".into(), ..Default::default() }]),
+//!         ..Default::default()
+//!     }),
+//!     status: Some(PodStatus {
+//!         volume_health: Some(vec![PodVolumeHealth { name: "logs".into(), ..Default::default() }]),
+//!         ..Default::default()
+//!     }),
+//! };
+//! let errors = validate_pod(&pod, None);
+//! assert_eq!(errors.len(), 1);
+//! assert_eq!(errors[0].to_string(), r#"status.volumeHealth[0].name: Not found: "logs""#);
+//!
+//! let status = invalid_status(HealthResource::Pods, "web-0", &errors);
+//! assert_eq!(status.code, Some(422));
+//! assert_eq!(
+//!     status.message.as_deref(),
+//!     Some(r#"Pod "web-0" is invalid: status.volumeHealth[0].name: Not found: "logs""#)
+//! );
+//! ```
+//!
+//! Webhooks work from the review's raw JSON with [`validate_admission`] and
+//! [`gated_field_to_drop`], which decode only the fields the rules read.
+
+mod admission;
+mod conditions;
+mod csinode;
+mod entries;
+mod field;
+mod identity;
+pub mod names;
+mod pod;
+mod pvc;
+mod resource;
+mod restriction;
+mod status;
+
+pub use admission::{
+    AdmissionInput, DecodeError, UserInfo, Verdict, gated_field_to_drop, validate_admission,
+};
+pub use conditions::{
+    ACCESS_MODES, MAX_HEALTH_CONDITIONS, MAX_STORAGE_MESSAGE_CHARS, MAX_STORAGE_REASON_CHARS,
+    MAX_VOLUME_MESSAGE_BYTES, MAX_VOLUME_REASON_BYTES, STORAGE_HEALTH_STATUSES,
+    VOLUME_HEALTH_STATUSES, VOLUME_MODES,
+};
+pub use csinode::{validate_csinode, validate_storage_health};
+pub use field::{ErrorKind, ErrorList, FieldError, GoQuoted, LengthUnit, Path};
+pub use identity::{NODE_USER_PREFIX, NODES_GROUP, node_name};
+pub use pod::{validate_pod, validate_pod_volume_health};
+pub use pvc::{validate_pvc, validate_volume_health_status};
+pub use resource::{HealthResource, Operation};
+pub use restriction::{
+    CSINODE_OTHER_NODE, CSINODE_STATUS_GATED, RestrictionInput, RestrictionPolicy,
+    check_restrictions,
+};
+pub use status::{bad_request_status, forbidden_status, invalid_message, invalid_status};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,138 @@
+//! Name and format predicates, reimplemented from apimachinery without regular expressions.
+
+/// The upstream detail for a condition reason that fails [`is_condition_reason`]
+/// (`metav1validation`'s `conditionReasonErrMsg`, with its two spaces before each `or`).
+pub const CONDITION_REASON_DETAIL: &str = "a condition reason must start with alphabetic character, optionally followed by a string of alphanumeric characters or '_,:', and must end with an alphanumeric character or '_' (e.g. 'my_name',  or 'MY_NAME',  or 'MyName',  or 'ReasonA,ReasonB',  or 'ReasonA:ReasonB', regex used for validation is '[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?')";
+
+/// The upstream detail for a name that is not a lowercase RFC 1123 subdomain.
+pub const DNS1123_SUBDOMAIN_DETAIL: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+
+/// The upstream detail for a DNS-1123 subdomain over its length limit.
+pub const DNS1123_SUBDOMAIN_MAX_LEN_DETAIL: &str = "must be no more than 253 characters";
+
+/// Longest DNS-1123 subdomain.
+pub const DNS1123_SUBDOMAIN_MAX_LEN: usize = 253;
+
+/// Longest CSI driver name (`ValidateCSIDriverName`).
+pub const CSI_DRIVER_NAME_MAX_LEN: usize = 63;
+
+/// Whether `reason` matches `^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`.
+pub fn is_condition_reason(reason: &str) -> bool {
+    let bytes = reason.as_bytes();
+    let Some((first, rest)) = bytes.split_first() else {
+        return false;
+    };
+    if !first.is_ascii_alphabetic() {
+        return false;
+    }
+    let inner_ok = rest
+        .iter()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b',' | b':'));
+    let last_ok = rest
+        .last()
+        .is_none_or(|b| b.is_ascii_alphanumeric() || *b == b'_');
+    inner_ok && last_ok
+}
+
+/// Whether `name` matches the DNS-1123 subdomain regular expression (length not checked).
+pub fn matches_dns1123_subdomain(name: &str) -> bool {
+    !name.is_empty() && name.split('.').all(is_dns1123_label_shape)
+}
+
+fn is_dns1123_label_shape(label: &str) -> bool {
+    let bytes = label.as_bytes();
+    let alnum = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+    match (bytes.first(), bytes.last()) {
+        (Some(first), Some(last)) => {
+            alnum(first) && alnum(last) && bytes.iter().all(|b| alnum(b) || *b == b'-')
+        }
+        _ => false,
+    }
+}
+
+/// The messages apimachinery's `IsDNS1123Subdomain` returns for `name`; empty when valid.
+pub fn dns1123_subdomain_errors(name: &str) -> Vec<&'static str> {
+    let mut errors = Vec::new();
+    if name.len() > DNS1123_SUBDOMAIN_MAX_LEN {
+        errors.push(DNS1123_SUBDOMAIN_MAX_LEN_DETAIL);
+    }
+    if !matches_dns1123_subdomain(name) {
+        errors.push(DNS1123_SUBDOMAIN_DETAIL);
+    }
+    errors
+}
+
+/// Whether `name` passes `ValidateCSIDriverName`: non-empty, at most 63 bytes, and a DNS-1123
+/// subdomain once lower-cased.
+pub fn is_csi_driver_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= CSI_DRIVER_NAME_MAX_LEN
+        && matches_dns1123_subdomain(&name.to_ascii_lowercase())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn condition_reasons() {
+        let valid = [
+            "A",
+            "a",
+            "DiskSlow",
+            "my_name",
+            "MY_NAME",
+            "ReasonA,ReasonB",
+            "ReasonA:ReasonB",
+            "ReasonA,ReasonB:C_1",
+            "A_",
+            "A1",
+            "a:b,c_d",
+        ];
+        let invalid = [
+            "", "1abc", "_abc", ",a", "abc,", "abc:", "a b", "a-b", "a.b", "é", "aé", "a\n",
+        ];
+        for r in valid {
+            assert!(is_condition_reason(r), "{r:?} should be valid");
+        }
+        for r in invalid {
+            assert!(!is_condition_reason(r), "{r:?} should be invalid");
+        }
+    }
+
+    #[test]
+    fn dns1123_subdomains() {
+        let valid = ["a", "csi.example.com", "a-b.c-d", "0", "1.2.3", "x--y"];
+        let invalid = ["", "-a", "a-", ".a", "a.", "a..b", "A", "a_b", "a b", "a.-b"];
+        for n in valid {
+            assert!(dns1123_subdomain_errors(n).is_empty(), "{n:?}");
+        }
+        for n in invalid {
+            assert_eq!(dns1123_subdomain_errors(n), [DNS1123_SUBDOMAIN_DETAIL], "{n:?}");
+        }
+        let long = "a".repeat(254);
+        assert_eq!(
+            dns1123_subdomain_errors(&long),
+            [DNS1123_SUBDOMAIN_MAX_LEN_DETAIL]
+        );
+        assert!(dns1123_subdomain_errors(&"a".repeat(253)).is_empty());
+    }
+
+    #[test]
+    fn csi_driver_names() {
+        assert!(is_csi_driver_name("csi.example.com"));
+        assert!(is_csi_driver_name("CSI.Example.COM"), "checked lower-cased");
+        assert!(is_csi_driver_name(&"a".repeat(63)));
+        assert!(!is_csi_driver_name(&"a".repeat(64)));
+        assert!(!is_csi_driver_name(""));
+        assert!(!is_csi_driver_name("csi_example"));
+    }
+
+    #[test]
+    fn detail_texts_are_upstream() {
+        assert!(CONDITION_REASON_DETAIL.contains("'my_name',  or 'MY_NAME',  or"));
+        assert!(DNS1123_SUBDOMAIN_DETAIL.ends_with(
+            "regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+        ));
+    }
+}

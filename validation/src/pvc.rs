@@ -1,0 +1,68 @@
+//! PersistentVolumeClaim `status.healthStatus` (SPEC 2.2).
+
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, VolumeHealthStatus};
+
+use crate::conditions::{Errors, check_conditions};
+use crate::field::{ErrorList, Path};
+
+/// Validates a claim's `status.healthStatus`, ratcheting against `old` on update.
+///
+/// ```
+/// use k8s_openapi::api::core::v1::{PersistentVolumeClaim, PersistentVolumeClaimStatus};
+/// use k8s_openapi::api::core::v1::{VolumeHealthCondition, VolumeHealthStatus};
+/// use volume_health_validation::validate_pvc;
+///
+/// let claim = PersistentVolumeClaim {
+///     status: Some(PersistentVolumeClaimStatus {
+///         health_status: Some(VolumeHealthStatus {
+///             health_conditions: Some(vec![VolumeHealthCondition {
+///                 status: "Healthy".into(),
+///                 reason: "VolumeNotFound".into(),
+///                 message: None,
+///             }]),
+///             ..Default::default()
+///         }),
+///         ..Default::default()
+///     }),
+///     ..Default::default()
+/// };
+/// let errors = validate_pvc(&claim, None);
+/// assert_eq!(
+///     errors[0].to_string(),
+///     r#"status.healthStatus.healthConditions[0].status: Unsupported value: "Healthy": supported values: "DataLoss", "Degraded", "Inaccessible""#
+/// );
+/// ```
+pub fn validate_pvc(new: &PersistentVolumeClaim, old: Option<&PersistentVolumeClaim>) -> ErrorList {
+    validate_volume_health_status(health_status(Some(new)), health_status(old))
+}
+
+/// Validates a `VolumeHealthStatus` found at `status.healthStatus`.
+pub fn validate_volume_health_status(
+    new: Option<&VolumeHealthStatus>,
+    old: Option<&VolumeHealthStatus>,
+) -> ErrorList {
+    let mut errors = Errors::default();
+    check_volume_health_status(new, old, &mut errors);
+    errors.into_list()
+}
+
+pub(crate) fn check_volume_health_status(
+    new: Option<&VolumeHealthStatus>,
+    old: Option<&VolumeHealthStatus>,
+    errors: &mut Errors,
+) {
+    let Some(new) = new else { return };
+    let status = Path::root("status");
+    let health = status.child("healthStatus");
+    let conditions = health.child("healthConditions");
+    check_conditions(
+        &conditions,
+        new.health_conditions.as_deref().unwrap_or_default(),
+        old.map(|o| o.health_conditions.as_deref().unwrap_or_default()),
+        errors,
+    );
+}
+
+fn health_status(claim: Option<&PersistentVolumeClaim>) -> Option<&VolumeHealthStatus> {
+    claim?.status.as_ref()?.health_status.as_ref()
+}

@@ -1,0 +1,144 @@
+//! The three resources that carry volume health, and the request facts the rules key on.
+
+use std::fmt;
+
+/// A resource with a volume health field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum HealthResource {
+    /// `pods` (core), field `status.volumeHealth`.
+    Pods,
+    /// `persistentvolumeclaims` (core), field `status.healthStatus`.
+    PersistentVolumeClaims,
+    /// `csinodes` (`storage.k8s.io`), field `status.storageHealth`.
+    CsiNodes,
+}
+
+impl HealthResource {
+    /// Every resource, for iteration.
+    pub const ALL: [HealthResource; 3] = [
+        HealthResource::Pods,
+        HealthResource::PersistentVolumeClaims,
+        HealthResource::CsiNodes,
+    ];
+
+    /// The resource for an API group and plural resource name, any version.
+    pub fn from_group_resource(group: &str, resource: &str) -> Option<Self> {
+        match (group, resource) {
+            ("", "pods") => Some(HealthResource::Pods),
+            ("", "persistentvolumeclaims") => Some(HealthResource::PersistentVolumeClaims),
+            ("storage.k8s.io", "csinodes") => Some(HealthResource::CsiNodes),
+            _ => None,
+        }
+    }
+
+    /// The API group (`""` for core).
+    pub fn group(self) -> &'static str {
+        match self {
+            HealthResource::CsiNodes => "storage.k8s.io",
+            _ => "",
+        }
+    }
+
+    /// The plural resource name.
+    pub fn resource(self) -> &'static str {
+        match self {
+            HealthResource::Pods => "pods",
+            HealthResource::PersistentVolumeClaims => "persistentvolumeclaims",
+            HealthResource::CsiNodes => "csinodes",
+        }
+    }
+
+    /// The kind.
+    pub fn kind(self) -> &'static str {
+        match self {
+            HealthResource::Pods => "Pod",
+            HealthResource::PersistentVolumeClaims => "PersistentVolumeClaim",
+            HealthResource::CsiNodes => "CSINode",
+        }
+    }
+
+    /// The kind as `schema.GroupKind.String()` prints it: `Pod`, `CSINode.storage.k8s.io`.
+    pub fn qualified_kind(self) -> &'static str {
+        match self {
+            HealthResource::Pods => "Pod",
+            HealthResource::PersistentVolumeClaims => "PersistentVolumeClaim",
+            HealthResource::CsiNodes => "CSINode.storage.k8s.io",
+        }
+    }
+
+    /// The resource as `schema.GroupResource.String()` prints it: `pods`,
+    /// `csinodes.storage.k8s.io`.
+    pub fn qualified_resource(self) -> &'static str {
+        match self {
+            HealthResource::Pods => "pods",
+            HealthResource::PersistentVolumeClaims => "persistentvolumeclaims",
+            HealthResource::CsiNodes => "csinodes.storage.k8s.io",
+        }
+    }
+
+    /// The gated field as a JSON Pointer (RFC 6901) into the object.
+    pub fn gated_pointer(self) -> &'static str {
+        match self {
+            HealthResource::Pods => "/status/volumeHealth",
+            HealthResource::PersistentVolumeClaims => "/status/healthStatus",
+            HealthResource::CsiNodes => "/status/storageHealth",
+        }
+    }
+
+    /// The gated field as a field path.
+    pub fn gated_field(self) -> &'static str {
+        match self {
+            HealthResource::Pods => "status.volumeHealth",
+            HealthResource::PersistentVolumeClaims => "status.healthStatus",
+            HealthResource::CsiNodes => "status.storageHealth",
+        }
+    }
+}
+
+impl fmt::Display for HealthResource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.qualified_resource())
+    }
+}
+
+/// An admission operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Operation {
+    /// CREATE
+    Create,
+    /// UPDATE
+    Update,
+    /// DELETE
+    Delete,
+    /// CONNECT
+    Connect,
+}
+
+impl Operation {
+    /// Parses the wire form (`CREATE`, ...).
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "CREATE" => Some(Operation::Create),
+            "UPDATE" => Some(Operation::Update),
+            "DELETE" => Some(Operation::Delete),
+            "CONNECT" => Some(Operation::Connect),
+            _ => None,
+        }
+    }
+
+    /// The wire form.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operation::Create => "CREATE",
+            Operation::Update => "UPDATE",
+            Operation::Delete => "DELETE",
+            Operation::Connect => "CONNECT",
+        }
+    }
+}
+
+impl fmt::Display for Operation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

@@ -1,0 +1,261 @@
+//! NodeRestriction-style rules for writes of volume health (SPEC 4), as pure decisions.
+
+use std::collections::HashSet;
+
+use crate::field::GoQuoted;
+use crate::resource::{HealthResource, Operation};
+
+/// Upstream NodeRestriction's reason for a CSINode of another node.
+pub const CSINODE_OTHER_NODE: &str =
+    "can only access CSINode with the same name as the requesting node";
+/// The reason for a node writing `csinodes/status` while `CSIVolumeHealth` is off.
+pub const CSINODE_STATUS_GATED: &str = "csinodes/status is disabled by feature gate CSIVolumeHealth";
+
+/// What the rules need to know about one admission request; every field is cheap to extract
+/// from the review without decoding whole objects.
+#[derive(Clone, Copy, Debug)]
+pub struct RestrictionInput<'a> {
+    /// The resource written.
+    pub resource: HealthResource,
+    /// The subresource (`""` or `status` for the rules here).
+    pub subresource: &'a str,
+    /// The operation.
+    pub operation: Operation,
+    /// `userInfo.username`.
+    pub username: &'a str,
+    /// The node name when the user is a node (see [`crate::node_name`]).
+    pub node: Option<&'a str>,
+    /// The object's name on CREATE, the request's name otherwise.
+    pub target_name: &'a str,
+    /// `spec.nodeName` of the old pod (pods only).
+    pub old_pod_node_name: Option<&'a str>,
+    /// Whether `status.healthStatus` differs between the old and new claim (claims only).
+    pub health_status_changed: bool,
+}
+
+/// Server-wide settings of the rules.
+#[derive(Clone, Debug, Default)]
+pub struct RestrictionPolicy {
+    /// Whether the `CSIVolumeHealth` feature gate is on.
+    pub gate_enabled: bool,
+    /// When set, only these usernames may change a claim's `status.healthStatus`.
+    pub pvc_health_writers: Option<HashSet<String>>,
+}
+
+/// Checks the request; `Err` holds the reason of the 403 (see [`crate::forbidden_status`]).
+pub fn check_restrictions(
+    input: &RestrictionInput<'_>,
+    policy: &RestrictionPolicy,
+) -> Result<(), String> {
+    let RestrictionInput {
+        resource,
+        subresource,
+        operation,
+        username,
+        node,
+        target_name,
+        old_pod_node_name,
+        health_status_changed,
+    } = *input;
+    match (resource, subresource) {
+        (HealthResource::CsiNodes, "" | "status") => {
+            let Some(node) = node else { return Ok(()) };
+            if node.is_empty() {
+                return Err(unknown_node(username));
+            }
+            // While the gate is off the subresource does not exist for nodes at all.
+            if subresource == "status" && !policy.gate_enabled {
+                return Err(CSINODE_STATUS_GATED.to_owned());
+            }
+            if target_name != node {
+                return Err(CSINODE_OTHER_NODE.to_owned());
+            }
+            Ok(())
+        }
+        (HealthResource::Pods, "status") if operation == Operation::Update => {
+            let Some(node) = node else { return Ok(()) };
+            if node.is_empty() {
+                return Err(unknown_node(username));
+            }
+            if old_pod_node_name != Some(node) {
+                return Err(format!(
+                    "node {} can only update pod status for pods with spec.nodeName set to itself",
+                    GoQuoted(node)
+                ));
+            }
+            Ok(())
+        }
+        (HealthResource::PersistentVolumeClaims, "status") if health_status_changed => {
+            if let Some(node) = node {
+                return Err(format!(
+                    "node {} is not allowed to update status.healthStatus",
+                    GoQuoted(node)
+                ));
+            }
+            match &policy.pvc_health_writers {
+                Some(writers) if !writers.contains(username) => Err(format!(
+                    "user {} is not allowed to update status.healthStatus",
+                    GoQuoted(username)
+                )),
+                _ => Ok(()),
+            }
+        }
+        _ => Ok(()),
+    }
+}
+
+fn unknown_node(username: &str) -> String {
+    format!("could not determine node from user {}", GoQuoted(username))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input(resource: HealthResource, subresource: &'static str) -> RestrictionInput<'static> {
+        RestrictionInput {
+            resource,
+            subresource,
+            operation: Operation::Update,
+            username: "system:node:node1",
+            node: Some("node1"),
+            target_name: "node1",
+            old_pod_node_name: Some("node1"),
+            health_status_changed: false,
+        }
+    }
+
+    fn gate_on() -> RestrictionPolicy {
+        RestrictionPolicy {
+            gate_enabled: true,
+            pvc_health_writers: None,
+        }
+    }
+
+    #[test]
+    fn csinode_rules() {
+        let policy = gate_on();
+        for sub in ["", "status"] {
+            let own = input(HealthResource::CsiNodes, sub);
+            assert_eq!(check_restrictions(&own, &policy), Ok(()));
+            let other = RestrictionInput {
+                target_name: "node2",
+                ..own
+            };
+            assert_eq!(
+                check_restrictions(&other, &policy),
+                Err(CSINODE_OTHER_NODE.to_owned())
+            );
+            let delete = RestrictionInput {
+                operation: Operation::Delete,
+                ..other
+            };
+            assert!(check_restrictions(&delete, &policy).is_err());
+            let admin = RestrictionInput {
+                username: "system:admin",
+                node: None,
+                ..other
+            };
+            assert_eq!(check_restrictions(&admin, &policy), Ok(()));
+            let nameless = RestrictionInput {
+                username: "system:node:",
+                node: Some(""),
+                ..own
+            };
+            assert_eq!(
+                check_restrictions(&nameless, &policy),
+                Err("could not determine node from user \"system:node:\"".to_owned())
+            );
+        }
+    }
+
+    #[test]
+    fn csinode_status_is_closed_to_nodes_while_gated() {
+        let gate_off = RestrictionPolicy::default();
+        let own = input(HealthResource::CsiNodes, "status");
+        assert_eq!(
+            check_restrictions(&own, &gate_off),
+            Err(CSINODE_STATUS_GATED.to_owned())
+        );
+        let main = input(HealthResource::CsiNodes, "");
+        assert_eq!(check_restrictions(&main, &gate_off), Ok(()));
+        let admin = RestrictionInput {
+            username: "system:admin",
+            node: None,
+            ..own
+        };
+        assert_eq!(check_restrictions(&admin, &gate_off), Ok(()));
+    }
+
+    #[test]
+    fn pod_status_only_for_own_pods() {
+        let policy = gate_on();
+        let own = input(HealthResource::Pods, "status");
+        assert_eq!(check_restrictions(&own, &policy), Ok(()));
+        for old in [Some("node2"), Some(""), None] {
+            let other = RestrictionInput {
+                old_pod_node_name: old,
+                ..own
+            };
+            assert_eq!(
+                check_restrictions(&other, &policy),
+                Err("node \"node1\" can only update pod status for pods with spec.nodeName set to itself".to_owned())
+            );
+        }
+        let create = RestrictionInput {
+            operation: Operation::Create,
+            subresource: "",
+            old_pod_node_name: None,
+            ..own
+        };
+        assert_eq!(check_restrictions(&create, &policy), Ok(()));
+    }
+
+    #[test]
+    fn claim_health_is_never_written_by_nodes() {
+        let policy = gate_on();
+        let unchanged = input(HealthResource::PersistentVolumeClaims, "status");
+        assert_eq!(check_restrictions(&unchanged, &policy), Ok(()));
+        let changed = RestrictionInput {
+            health_status_changed: true,
+            ..unchanged
+        };
+        assert_eq!(
+            check_restrictions(&changed, &policy),
+            Err("node \"node1\" is not allowed to update status.healthStatus".to_owned())
+        );
+    }
+
+    #[test]
+    fn claim_health_writers_when_configured() {
+        let monitor = "system:serviceaccount:kube-system:csi-health-monitor";
+        let policy = RestrictionPolicy {
+            gate_enabled: true,
+            pvc_health_writers: Some(HashSet::from([monitor.to_owned()])),
+        };
+        let base = RestrictionInput {
+            node: None,
+            health_status_changed: true,
+            ..input(HealthResource::PersistentVolumeClaims, "status")
+        };
+        let by_monitor = RestrictionInput {
+            username: monitor,
+            ..base
+        };
+        assert_eq!(check_restrictions(&by_monitor, &policy), Ok(()));
+        let by_other = RestrictionInput {
+            username: "alice",
+            ..base
+        };
+        assert_eq!(
+            check_restrictions(&by_other, &policy),
+            Err("user \"alice\" is not allowed to update status.healthStatus".to_owned())
+        );
+        let unchanged = RestrictionInput {
+            health_status_changed: false,
+            ..by_other
+        };
+        assert_eq!(check_restrictions(&unchanged, &policy), Ok(()));
+        assert_eq!(check_restrictions(&by_other, &gate_on()), Ok(()), "off by default");
+    }
+}

@@ -1,0 +1,168 @@
+//! The one place where decisions become the Kubernetes `Status` an apiserver returns.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Status, StatusCause, StatusDetails};
+
+use crate::field::{FieldError, GoQuoted};
+use crate::resource::HealthResource;
+
+/// The message of a 422, as `apierrors.NewInvalid` prints it:
+/// `<Kind> "<name>" is invalid: <err>` for one error, `[<e1>, <e2>]` for several, each distinct
+/// string once.
+pub fn invalid_message(resource: HealthResource, name: &str, errors: &[FieldError]) -> String {
+    let mut rendered: Vec<String> = Vec::with_capacity(errors.len());
+    for error in errors {
+        let s = error.to_string();
+        if !rendered.contains(&s) {
+            rendered.push(s);
+        }
+    }
+    let aggregate = match rendered.as_slice() {
+        [one] => one.clone(),
+        many => format!("[{}]", many.join(", ")),
+    };
+    format!(
+        "{} {} is invalid: {aggregate}",
+        resource.qualified_kind(),
+        GoQuoted(name)
+    )
+}
+
+/// The `Status` of a 422 Unprocessable Entity for `errors` in object `name`: reason `Invalid`,
+/// one cause per error.
+pub fn invalid_status(resource: HealthResource, name: &str, errors: &[FieldError]) -> Status {
+    let causes = errors
+        .iter()
+        .map(|e| StatusCause {
+            reason: Some(e.kind.cause_type().to_owned()),
+            message: Some(e.body()),
+            field: Some(e.field.clone()),
+        })
+        .collect();
+    failure(
+        422,
+        "Invalid",
+        invalid_message(resource, name, errors),
+        Some(StatusDetails {
+            name: Some(name.to_owned()),
+            group: non_empty(resource.group()),
+            kind: Some(resource.kind().to_owned()),
+            causes: Some(causes),
+            ..Default::default()
+        }),
+    )
+}
+
+/// The `Status` of a 403 Forbidden, as `admission.NewForbidden` builds it:
+/// `<resource>[.<group>] "<name>" is forbidden: <reason>`.
+pub fn forbidden_status(resource: HealthResource, name: &str, reason: &str) -> Status {
+    failure(
+        403,
+        "Forbidden",
+        format!(
+            "{} {} is forbidden: {reason}",
+            resource.qualified_resource(),
+            GoQuoted(name)
+        ),
+        Some(StatusDetails {
+            name: Some(name.to_owned()),
+            group: non_empty(resource.group()),
+            kind: Some(resource.resource().to_owned()),
+            ..Default::default()
+        }),
+    )
+}
+
+/// The `Status` of a 400 Bad Request with `message`.
+pub fn bad_request_status(message: String) -> Status {
+    failure(400, "BadRequest", message, None)
+}
+
+fn failure(code: i32, reason: &str, message: String, details: Option<StatusDetails>) -> Status {
+    Status {
+        status: Some("Failure".to_owned()),
+        code: Some(code),
+        reason: Some(reason.to_owned()),
+        message: Some(message),
+        details,
+        ..Default::default()
+    }
+}
+
+fn non_empty(s: &str) -> Option<String> {
+    (!s.is_empty()).then(|| s.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::field::{ErrorKind, Path};
+
+    fn required(path: &str) -> FieldError {
+        FieldError::new(&Path::root("x"), ErrorKind::Required).at(path)
+    }
+
+    impl FieldError {
+        fn at(mut self, path: &str) -> Self {
+            self.field = path.to_owned();
+            self
+        }
+    }
+
+    #[test]
+    fn one_error_is_printed_bare() {
+        let errors = [required("status.volumeHealth[0].name")];
+        assert_eq!(
+            invalid_message(HealthResource::Pods, "foo", &errors),
+            "Pod \"foo\" is invalid: status.volumeHealth[0].name: Required value"
+        );
+    }
+
+    #[test]
+    fn several_errors_are_bracketed_and_deduplicated() {
+        let errors = [required("a"), required("b"), required("a")];
+        assert_eq!(
+            invalid_message(HealthResource::CsiNodes, "node1", &errors),
+            "CSINode.storage.k8s.io \"node1\" is invalid: [a: Required value, b: Required value]"
+        );
+    }
+
+    #[test]
+    fn invalid_status_carries_details_and_causes() {
+        let errors = [required("a"), required("a")];
+        let status = invalid_status(HealthResource::CsiNodes, "node1", &errors);
+        assert_eq!(status.code, Some(422));
+        assert_eq!(status.reason.as_deref(), Some("Invalid"));
+        assert_eq!(status.status.as_deref(), Some("Failure"));
+        let details = status.details.unwrap();
+        assert_eq!(details.name.as_deref(), Some("node1"));
+        assert_eq!(details.group.as_deref(), Some("storage.k8s.io"));
+        assert_eq!(details.kind.as_deref(), Some("CSINode"));
+        let causes = details.causes.unwrap();
+        assert_eq!(causes.len(), 2, "causes keep every error");
+        assert_eq!(causes[0].reason.as_deref(), Some("FieldValueRequired"));
+        assert_eq!(causes[0].message.as_deref(), Some("Required value"));
+        assert_eq!(causes[0].field.as_deref(), Some("a"));
+    }
+
+    #[test]
+    fn core_group_is_omitted() {
+        let status = invalid_status(HealthResource::Pods, "foo", &[required("a")]);
+        assert_eq!(status.details.unwrap().group, None);
+    }
+
+    #[test]
+    fn forbidden_is_qualified_by_group() {
+        let status = forbidden_status(HealthResource::CsiNodes, "node2", "no");
+        assert_eq!(status.code, Some(403));
+        assert_eq!(status.reason.as_deref(), Some("Forbidden"));
+        assert_eq!(
+            status.message.as_deref(),
+            Some("csinodes.storage.k8s.io \"node2\" is forbidden: no")
+        );
+        let status = forbidden_status(HealthResource::PersistentVolumeClaims, "claim", "no");
+        assert_eq!(
+            status.message.as_deref(),
+            Some("persistentvolumeclaims \"claim\" is forbidden: no")
+        );
+    }
+}
