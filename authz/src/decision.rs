@@ -1,0 +1,116 @@
+//! The decision table of SPEC 5: the CSINode branch of the Node authorizer, extended for
+//! `csinodes/status`.
+
+use volume_health_validation::GoQuoted;
+
+/// Reason for a verb a node may not use on CSINodes (upstream text).
+pub const REASON_VERBS: &str = "can only get, create, update, patch, or delete a CSINode";
+/// Reason for a subresource other than an enabled `status` (upstream text).
+pub const REASON_SUBRESOURCES: &str = "cannot authorize CSINode subresources";
+/// Reason for a verb a node may not use on `csinodes/status`.
+pub const REASON_STATUS_VERBS: &str = "can only get, update, or patch CSINode status";
+/// Reason for another node's CSINode (upstream text).
+pub const REASON_OTHER_NODE: &str =
+    "can only access CSINode with the same name as the requesting node";
+
+/// Settings of the authorizer.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AuthzPolicy {
+    /// Whether the `CSIVolumeHealth` gate is on; off, `csinodes/status` is never allowed.
+    pub gate_enabled: bool,
+    /// Answer a node asking for another node's CSINode with an explicit deny, so that no later
+    /// authorizer (RBAC) can grant it.
+    pub deny_on_mismatch: bool,
+}
+
+/// `spec.resourceAttributes` of a SubjectAccessReview, the fields the table reads.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ResourceAttributes<'a> {
+    /// `verb`
+    pub verb: &'a str,
+    /// `group`
+    pub group: &'a str,
+    /// `resource`
+    pub resource: &'a str,
+    /// `subresource`
+    pub subresource: &'a str,
+    /// `name`
+    pub name: &'a str,
+}
+
+/// An authorizer's answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// `allowed: true`.
+    Allow,
+    /// `allowed: false`, no `denied`: the next authorizer decides.
+    NoOpinion(String),
+    /// `denied: true`: no later authorizer is asked.
+    Deny(String),
+}
+
+impl Decision {
+    /// A short label for logs and metrics.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Decision::Allow => "allow",
+            Decision::NoOpinion(_) => "no-opinion",
+            Decision::Deny(_) => "deny",
+        }
+    }
+
+    /// The reason sent back (empty for allow).
+    pub fn reason(&self) -> &str {
+        match self {
+            Decision::Allow => "",
+            Decision::NoOpinion(reason) | Decision::Deny(reason) => reason,
+        }
+    }
+
+    fn no_opinion(reason: &str) -> Self {
+        Decision::NoOpinion(reason.to_owned())
+    }
+}
+
+/// Decides a request of `user` with `groups`. `resource` is `None` for a non-resource request.
+/// Anything outside the table is no opinion with an empty reason; nothing outside it is ever
+/// allowed.
+pub fn decide<S: AsRef<str>>(
+    user: &str,
+    groups: &[S],
+    resource: Option<&ResourceAttributes<'_>>,
+    policy: &AuthzPolicy,
+) -> Decision {
+    let Some(node) = volume_health_validation::node_name(user, groups) else {
+        return Decision::no_opinion("");
+    };
+    let Some(attrs) = resource else {
+        return Decision::no_opinion("");
+    };
+    if attrs.group != "storage.k8s.io" || attrs.resource != "csinodes" {
+        return Decision::no_opinion("");
+    }
+    if node.is_empty() {
+        return Decision::NoOpinion(format!("unknown node for user {}", GoQuoted(user)));
+    }
+    if !matches!(attrs.verb, "get" | "create" | "update" | "patch" | "delete") {
+        return Decision::no_opinion(REASON_VERBS);
+    }
+    match attrs.subresource {
+        "" => {}
+        "status" if policy.gate_enabled => {
+            if !matches!(attrs.verb, "get" | "update" | "patch") {
+                return Decision::no_opinion(REASON_STATUS_VERBS);
+            }
+        }
+        _ => return Decision::no_opinion(REASON_SUBRESOURCES),
+    }
+    if attrs.verb != "create" && attrs.name != node {
+        return if policy.deny_on_mismatch {
+            Decision::Deny(REASON_OTHER_NODE.to_owned())
+        } else {
+            Decision::no_opinion(REASON_OTHER_NODE)
+        };
+    }
+    Decision::Allow
+}

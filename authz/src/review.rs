@@ -1,0 +1,160 @@
+//! SubjectAccessReview in and out, `authorization.k8s.io/v1` and `v1beta1`.
+
+use std::borrow::Cow;
+
+use serde::{Deserialize, Serialize};
+
+use crate::decision::{AuthzPolicy, Decision, ResourceAttributes, decide};
+
+const V1: &str = "authorization.k8s.io/v1";
+const V1BETA1: &str = "authorization.k8s.io/v1beta1";
+
+/// A body that is not a SubjectAccessReview this webhook can answer; HTTP 400.
+#[derive(Debug, thiserror::Error)]
+pub enum ReviewError {
+    /// Not JSON of the expected shape.
+    #[error("request body is not a SubjectAccessReview")]
+    Decode(#[source] serde_json::Error),
+    /// Another apiVersion or kind.
+    #[error("expected kind SubjectAccessReview in {V1} or {V1BETA1}, got {kind:?} in {api_version:?}")]
+    Type {
+        /// The body's `apiVersion`.
+        api_version: String,
+        /// The body's `kind`.
+        kind: String,
+    },
+    /// No `spec`.
+    #[error("SubjectAccessReview has no spec")]
+    MissingSpec,
+    /// Both or neither attribute sets.
+    #[error("exactly one of spec.resourceAttributes and spec.nonResourceAttributes must be set")]
+    Attributes,
+}
+
+/// The answer to one review.
+#[derive(Clone, Debug)]
+pub struct Answer {
+    /// The decision.
+    pub decision: Decision,
+    /// The response body: the review's apiVersion and kind with `status` filled in.
+    pub body: Vec<u8>,
+    /// `spec.user`, for logs.
+    pub user: String,
+    /// `verb resource/subresource name` of the request, for logs (`nonResource` otherwise).
+    pub attributes: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SubjectAccessReview<'a> {
+    #[serde(borrow, default)]
+    api_version: Cow<'a, str>,
+    #[serde(borrow, default)]
+    kind: Cow<'a, str>,
+    #[serde(borrow, default)]
+    spec: Option<Spec<'a>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Spec<'a> {
+    #[serde(borrow, default)]
+    user: Option<Cow<'a, str>>,
+    /// v1's name for the groups.
+    #[serde(borrow, default)]
+    groups: Option<Vec<Cow<'a, str>>>,
+    /// v1beta1's name for the groups.
+    #[serde(borrow, default)]
+    group: Option<Vec<Cow<'a, str>>>,
+    #[serde(borrow, default)]
+    resource_attributes: Option<Attributes<'a>>,
+    #[serde(default)]
+    non_resource_attributes: Option<serde::de::IgnoredAny>,
+}
+
+#[derive(Deserialize, Default)]
+struct Attributes<'a> {
+    #[serde(borrow, default)]
+    verb: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    group: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    resource: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    subresource: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Response<'a> {
+    api_version: &'a str,
+    kind: &'static str,
+    status: Status<'a>,
+}
+
+#[derive(Serialize)]
+struct Status<'a> {
+    allowed: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    denied: bool,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    reason: &'a str,
+}
+
+/// Answers a SubjectAccessReview body.
+pub fn review(body: &[u8], policy: &AuthzPolicy) -> Result<Answer, ReviewError> {
+    let sar: SubjectAccessReview<'_> = serde_json::from_slice(body).map_err(ReviewError::Decode)?;
+    let api_version = match &*sar.api_version {
+        V1 => V1,
+        V1BETA1 => V1BETA1,
+        _ => return Err(type_error(&sar)),
+    };
+    if sar.kind != "SubjectAccessReview" {
+        return Err(type_error(&sar));
+    }
+    let spec = sar.spec.ok_or(ReviewError::MissingSpec)?;
+    if spec.resource_attributes.is_some() == spec.non_resource_attributes.is_some() {
+        return Err(ReviewError::Attributes);
+    }
+    let groups = if api_version == V1 { &spec.groups } else { &spec.group };
+    let groups = groups.as_deref().unwrap_or_default();
+    let user = spec.user.as_deref().unwrap_or_default();
+    let attrs = spec.resource_attributes.as_ref().map(|a| ResourceAttributes {
+        verb: a.verb.as_deref().unwrap_or_default(),
+        group: a.group.as_deref().unwrap_or_default(),
+        resource: a.resource.as_deref().unwrap_or_default(),
+        subresource: a.subresource.as_deref().unwrap_or_default(),
+        name: a.name.as_deref().unwrap_or_default(),
+    });
+    let decision = decide(user, groups, attrs.as_ref(), policy);
+    let response = Response {
+        api_version,
+        kind: "SubjectAccessReview",
+        status: Status {
+            allowed: decision == Decision::Allow,
+            denied: matches!(decision, Decision::Deny(_)),
+            reason: decision.reason(),
+        },
+    };
+    let body = serde_json::to_vec(&response).map_err(ReviewError::Decode)?;
+    let attributes = match &attrs {
+        Some(a) if a.subresource.is_empty() => format!("{} {} {}", a.verb, a.resource, a.name),
+        Some(a) => format!("{} {}/{} {}", a.verb, a.resource, a.subresource, a.name),
+        None => "nonResource".to_owned(),
+    };
+    Ok(Answer {
+        decision,
+        body,
+        user: user.to_owned(),
+        attributes,
+    })
+}
+
+fn type_error(sar: &SubjectAccessReview<'_>) -> ReviewError {
+    ReviewError::Type {
+        api_version: sar.api_version.clone().into_owned(),
+        kind: sar.kind.clone().into_owned(),
+    }
+}
