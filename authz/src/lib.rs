@@ -21,7 +21,7 @@ mod decision;
 mod review;
 
 pub use decision::{
-    AuthzPolicy, Decision, ResourceAttributes, decide, REASON_OTHER_NODE, REASON_STATUS_VERBS,
-    REASON_SUBRESOURCES, REASON_VERBS,
+    AuthzPolicy, Decision, REASON_OTHER_NODE, REASON_STATUS_VERBS, REASON_SUBRESOURCES,
+    REASON_VERBS, ResourceAttributes, decide,
 };
-pub use review::{Answer, ReviewError, review};
+pub use review::{Answer, OwnedAttributes, ReviewError, review};

@@ -16,7 +16,9 @@ pub enum ReviewError {
     #[error("request body is not a SubjectAccessReview")]
     Decode(#[source] serde_json::Error),
     /// Another apiVersion or kind.
-    #[error("expected kind SubjectAccessReview in {V1} or {V1BETA1}, got {kind:?} in {api_version:?}")]
+    #[error(
+        "expected kind SubjectAccessReview in {V1} or {V1BETA1}, got {kind:?} in {api_version:?}"
+    )]
     Type {
         /// The body's `apiVersion`.
         api_version: String,
@@ -40,8 +42,23 @@ pub struct Answer {
     pub body: Vec<u8>,
     /// `spec.user`, for logs.
     pub user: String,
-    /// `verb resource/subresource name` of the request, for logs (`nonResource` otherwise).
-    pub attributes: String,
+    /// `spec.resourceAttributes`, for logs and metrics; `None` for a non-resource request.
+    pub resource: Option<OwnedAttributes>,
+}
+
+/// The resource attributes of a review, owned, for logs and metrics.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OwnedAttributes {
+    /// `verb`
+    pub verb: String,
+    /// `group`
+    pub group: String,
+    /// `resource`
+    pub resource: String,
+    /// `subresource`
+    pub subresource: String,
+    /// `name`
+    pub name: String,
 }
 
 #[derive(Deserialize)]
@@ -118,16 +135,23 @@ pub fn review(body: &[u8], policy: &AuthzPolicy) -> Result<Answer, ReviewError> 
     if spec.resource_attributes.is_some() == spec.non_resource_attributes.is_some() {
         return Err(ReviewError::Attributes);
     }
-    let groups = if api_version == V1 { &spec.groups } else { &spec.group };
+    let groups = if api_version == V1 {
+        &spec.groups
+    } else {
+        &spec.group
+    };
     let groups = groups.as_deref().unwrap_or_default();
     let user = spec.user.as_deref().unwrap_or_default();
-    let attrs = spec.resource_attributes.as_ref().map(|a| ResourceAttributes {
-        verb: a.verb.as_deref().unwrap_or_default(),
-        group: a.group.as_deref().unwrap_or_default(),
-        resource: a.resource.as_deref().unwrap_or_default(),
-        subresource: a.subresource.as_deref().unwrap_or_default(),
-        name: a.name.as_deref().unwrap_or_default(),
-    });
+    let attrs = spec
+        .resource_attributes
+        .as_ref()
+        .map(|a| ResourceAttributes {
+            verb: a.verb.as_deref().unwrap_or_default(),
+            group: a.group.as_deref().unwrap_or_default(),
+            resource: a.resource.as_deref().unwrap_or_default(),
+            subresource: a.subresource.as_deref().unwrap_or_default(),
+            name: a.name.as_deref().unwrap_or_default(),
+        });
     let decision = decide(user, groups, attrs.as_ref(), policy);
     let response = Response {
         api_version,
@@ -139,16 +163,17 @@ pub fn review(body: &[u8], policy: &AuthzPolicy) -> Result<Answer, ReviewError> 
         },
     };
     let body = serde_json::to_vec(&response).map_err(ReviewError::Decode)?;
-    let attributes = match &attrs {
-        Some(a) if a.subresource.is_empty() => format!("{} {} {}", a.verb, a.resource, a.name),
-        Some(a) => format!("{} {}/{} {}", a.verb, a.resource, a.subresource, a.name),
-        None => "nonResource".to_owned(),
-    };
     Ok(Answer {
         decision,
         body,
         user: user.to_owned(),
-        attributes,
+        resource: attrs.map(|a| OwnedAttributes {
+            verb: a.verb.to_owned(),
+            group: a.group.to_owned(),
+            resource: a.resource.to_owned(),
+            subresource: a.subresource.to_owned(),
+            name: a.name.to_owned(),
+        }),
     })
 }
 

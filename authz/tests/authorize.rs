@@ -1,6 +1,9 @@
 //! The SPEC 5 table, spoofing attempts, both API versions, malformed bodies, and an exhaustive
 //! check that nothing outside the table is ever allowed.
 
+// Test helpers unwrap: a panic here is a failed test with its location.
+#![allow(clippy::unwrap_used)]
+
 use serde_json::{Value, json};
 use volume_health_authz::{
     AuthzPolicy, Decision, REASON_OTHER_NODE, REASON_STATUS_VERBS, REASON_SUBRESOURCES,
@@ -21,7 +24,15 @@ const DENY_MISMATCH: AuthzPolicy = AuthzPolicy {
 };
 const NODE_GROUPS: &[&str] = &["system:nodes", "system:authenticated"];
 
-fn sar(user: &str, groups: &[&str], verb: &str, group: &str, resource: &str, sub: &str, name: &str) -> Value {
+fn sar(
+    user: &str,
+    groups: &[&str],
+    verb: &str,
+    group: &str,
+    resource: &str,
+    sub: &str,
+    name: &str,
+) -> Value {
     json!({
         "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
         "metadata": {"creationTimestamp": null},
@@ -33,14 +44,25 @@ fn sar(user: &str, groups: &[&str], verb: &str, group: &str, resource: &str, sub
 }
 
 fn node1(verb: &str, sub: &str, name: &str) -> Value {
-    sar("system:node:node1", NODE_GROUPS, verb, "storage.k8s.io", "csinodes", sub, name)
+    sar(
+        "system:node:node1",
+        NODE_GROUPS,
+        verb,
+        "storage.k8s.io",
+        "csinodes",
+        sub,
+        name,
+    )
 }
 
 /// Sends `body` and returns (decision, the response's status object).
 fn ask(body: &Value, policy: &AuthzPolicy) -> (Decision, Value) {
     let answer = review(&serde_json::to_vec(body).unwrap(), policy).unwrap();
     let response: Value = serde_json::from_slice(&answer.body).unwrap();
-    assert_eq!(response["apiVersion"], body["apiVersion"], "apiVersion is echoed");
+    assert_eq!(
+        response["apiVersion"], body["apiVersion"],
+        "apiVersion is echoed"
+    );
     assert_eq!(response["kind"], "SubjectAccessReview");
     let status = response["status"].clone();
     // The wire form must say exactly what the decision says.
@@ -52,7 +74,10 @@ fn ask(body: &Value, policy: &AuthzPolicy) -> (Decision, Value) {
         Decision::NoOpinion(reason) => {
             assert_eq!(status["allowed"], false);
             assert!(status.get("denied").is_none());
-            assert_eq!(status.get("reason").and_then(Value::as_str).unwrap_or(""), reason);
+            assert_eq!(
+                status.get("reason").and_then(Value::as_str).unwrap_or(""),
+                reason
+            );
         }
         Decision::Deny(reason) => {
             assert_eq!(status["allowed"], false);
@@ -71,40 +96,139 @@ fn no_opinion(reason: &str) -> Decision {
 fn spec_table() {
     let rows: &[(Value, AuthzPolicy, Decision)] = &[
         // 1. a node identity with an empty name
-        (sar("system:node:", NODE_GROUPS, "update", "storage.k8s.io", "csinodes", "status", "node1"), GATE_ON,
-         no_opinion("unknown node for user \"system:node:\"")),
+        (
+            sar(
+                "system:node:",
+                NODE_GROUPS,
+                "update",
+                "storage.k8s.io",
+                "csinodes",
+                "status",
+                "node1",
+            ),
+            GATE_ON,
+            no_opinion("unknown node for user \"system:node:\""),
+        ),
         // 2. verbs
         (node1("list", "", ""), GATE_ON, no_opinion(REASON_VERBS)),
         (node1("watch", "", ""), GATE_ON, no_opinion(REASON_VERBS)),
-        (node1("deletecollection", "", ""), GATE_ON, no_opinion(REASON_VERBS)),
-        (node1("escalate", "status", "node1"), GATE_ON, no_opinion(REASON_VERBS)),
+        (
+            node1("deletecollection", "", ""),
+            GATE_ON,
+            no_opinion(REASON_VERBS),
+        ),
+        (
+            node1("escalate", "status", "node1"),
+            GATE_ON,
+            no_opinion(REASON_VERBS),
+        ),
         // 3. subresources
-        (node1("get", "finalizers", "node1"), GATE_ON, no_opinion(REASON_SUBRESOURCES)),
-        (node1("update", "status", "node1"), GATE_OFF, no_opinion(REASON_SUBRESOURCES)),
-        (node1("get", "status", "node1"), GATE_OFF, no_opinion(REASON_SUBRESOURCES)),
+        (
+            node1("get", "finalizers", "node1"),
+            GATE_ON,
+            no_opinion(REASON_SUBRESOURCES),
+        ),
+        (
+            node1("update", "status", "node1"),
+            GATE_OFF,
+            no_opinion(REASON_SUBRESOURCES),
+        ),
+        (
+            node1("get", "status", "node1"),
+            GATE_OFF,
+            no_opinion(REASON_SUBRESOURCES),
+        ),
         // 4. status verbs
-        (node1("create", "status", "node1"), GATE_ON, no_opinion(REASON_STATUS_VERBS)),
-        (node1("delete", "status", "node1"), GATE_ON, no_opinion(REASON_STATUS_VERBS)),
+        (
+            node1("create", "status", "node1"),
+            GATE_ON,
+            no_opinion(REASON_STATUS_VERBS),
+        ),
+        (
+            node1("delete", "status", "node1"),
+            GATE_ON,
+            no_opinion(REASON_STATUS_VERBS),
+        ),
         // 5. another node's CSINode
-        (node1("update", "status", "node2"), GATE_ON, no_opinion(REASON_OTHER_NODE)),
-        (node1("get", "", "node2"), GATE_ON, no_opinion(REASON_OTHER_NODE)),
-        (node1("delete", "", "node2"), GATE_ON, no_opinion(REASON_OTHER_NODE)),
-        (node1("update", "status", "node2"), DENY_MISMATCH, Decision::Deny(REASON_OTHER_NODE.to_owned())),
-        (node1("patch", "", "node2"), DENY_MISMATCH, Decision::Deny(REASON_OTHER_NODE.to_owned())),
+        (
+            node1("update", "status", "node2"),
+            GATE_ON,
+            no_opinion(REASON_OTHER_NODE),
+        ),
+        (
+            node1("get", "", "node2"),
+            GATE_ON,
+            no_opinion(REASON_OTHER_NODE),
+        ),
+        (
+            node1("delete", "", "node2"),
+            GATE_ON,
+            no_opinion(REASON_OTHER_NODE),
+        ),
+        (
+            node1("update", "status", "node2"),
+            DENY_MISMATCH,
+            Decision::Deny(REASON_OTHER_NODE.to_owned()),
+        ),
+        (
+            node1("patch", "", "node2"),
+            DENY_MISMATCH,
+            Decision::Deny(REASON_OTHER_NODE.to_owned()),
+        ),
         // 6. allowed
         (node1("get", "status", "node1"), GATE_ON, Decision::Allow),
         (node1("update", "status", "node1"), GATE_ON, Decision::Allow),
         (node1("patch", "status", "node1"), GATE_ON, Decision::Allow),
-        (node1("update", "status", "node1"), DENY_MISMATCH, Decision::Allow),
+        (
+            node1("update", "status", "node1"),
+            DENY_MISMATCH,
+            Decision::Allow,
+        ),
         (node1("get", "", "node1"), GATE_OFF, Decision::Allow),
         (node1("update", "", "node1"), GATE_OFF, Decision::Allow),
         (node1("delete", "", "node1"), GATE_ON, Decision::Allow),
         (node1("create", "", ""), GATE_ON, Decision::Allow),
         (node1("create", "", "node2"), GATE_ON, Decision::Allow),
         // everything else: no opinion, empty reason
-        (sar("system:admin", &["system:masters"], "update", "storage.k8s.io", "csinodes", "status", "node1"), GATE_ON, no_opinion("")),
-        (sar("system:node:node1", NODE_GROUPS, "update", "", "nodes", "status", "node1"), GATE_ON, no_opinion("")),
-        (sar("system:node:node1", NODE_GROUPS, "get", "storage.k8s.io", "csidrivers", "", "x"), GATE_ON, no_opinion("")),
+        (
+            sar(
+                "system:admin",
+                &["system:masters"],
+                "update",
+                "storage.k8s.io",
+                "csinodes",
+                "status",
+                "node1",
+            ),
+            GATE_ON,
+            no_opinion(""),
+        ),
+        (
+            sar(
+                "system:node:node1",
+                NODE_GROUPS,
+                "update",
+                "",
+                "nodes",
+                "status",
+                "node1",
+            ),
+            GATE_ON,
+            no_opinion(""),
+        ),
+        (
+            sar(
+                "system:node:node1",
+                NODE_GROUPS,
+                "get",
+                "storage.k8s.io",
+                "csidrivers",
+                "",
+                "x",
+            ),
+            GATE_ON,
+            no_opinion(""),
+        ),
     ];
     for (body, policy, want) in rows {
         let (got, _) = ask(body, policy);
@@ -120,19 +244,58 @@ fn spoofed_identities_get_no_opinion() {
         ("node1", NODE_GROUPS),
         ("System:Node:node1", NODE_GROUPS),
         ("system:node:node1", &["System:Nodes"]),
-        ("system:serviceaccount:kube-system:system:node:node1", NODE_GROUPS),
+        (
+            "system:serviceaccount:kube-system:system:node:node1",
+            NODE_GROUPS,
+        ),
     ];
     for (user, groups) in spoofs {
-        let body = sar(user, groups, "update", "storage.k8s.io", "csinodes", "status", "node1");
-        assert_eq!(ask(&body, &DENY_MISMATCH).0, no_opinion(""), "{user} {groups:?}");
+        let body = sar(
+            user,
+            groups,
+            "update",
+            "storage.k8s.io",
+            "csinodes",
+            "status",
+            "node1",
+        );
+        assert_eq!(
+            ask(&body, &DENY_MISMATCH).0,
+            no_opinion(""),
+            "{user} {groups:?}"
+        );
     }
     // A trailing space is part of the name: node "node1 " is not node1.
-    let body = sar("system:node:node1 ", NODE_GROUPS, "update", "storage.k8s.io", "csinodes", "status", "node1");
+    let body = sar(
+        "system:node:node1 ",
+        NODE_GROUPS,
+        "update",
+        "storage.k8s.io",
+        "csinodes",
+        "status",
+        "node1",
+    );
     assert_eq!(ask(&body, &GATE_ON).0, no_opinion(REASON_OTHER_NODE));
     // csinodes in the core group is not storage.k8s.io's CSINode.
-    let body = sar("system:node:node1", NODE_GROUPS, "update", "", "csinodes", "status", "node1");
+    let body = sar(
+        "system:node:node1",
+        NODE_GROUPS,
+        "update",
+        "",
+        "csinodes",
+        "status",
+        "node1",
+    );
     assert_eq!(ask(&body, &GATE_ON).0, no_opinion(""));
-    let body = sar("system:node:node1", NODE_GROUPS, "update", "storage.k8s.io", "CSINodes", "status", "node1");
+    let body = sar(
+        "system:node:node1",
+        NODE_GROUPS,
+        "update",
+        "storage.k8s.io",
+        "CSINodes",
+        "status",
+        "node1",
+    );
     assert_eq!(ask(&body, &GATE_ON).0, no_opinion(""));
 }
 
@@ -157,11 +320,16 @@ fn fixtures_as_the_apiserver_sends_them() {
     let cases = [
         ("v1-kubelet-own-csinode-status.json", Decision::Allow),
         ("v1beta1-kubelet-own-csinode-status.json", Decision::Allow),
-        ("v1-kubelet-other-csinode-status.json", no_opinion(REASON_OTHER_NODE)),
+        (
+            "v1-kubelet-other-csinode-status.json",
+            no_opinion(REASON_OTHER_NODE),
+        ),
         ("v1-non-resource.json", no_opinion("")),
     ];
     for (file, want) in cases {
-        let body: Value = serde_json::from_str(&std::fs::read_to_string(format!("{dir}/{file}")).unwrap()).unwrap();
+        let body: Value =
+            serde_json::from_str(&std::fs::read_to_string(format!("{dir}/{file}")).unwrap())
+                .unwrap();
         assert_eq!(ask(&body, &GATE_ON).0, want, "{file}");
     }
 }
@@ -186,7 +354,12 @@ fn malformed_bodies_are_errors() {
     ];
     for (body, message) in bad {
         let err: ReviewError = review(body, &GATE_ON).unwrap_err();
-        assert_eq!(err.to_string(), *message, "{}", String::from_utf8_lossy(body));
+        assert_eq!(
+            err.to_string(),
+            *message,
+            "{}",
+            String::from_utf8_lossy(body)
+        );
     }
 }
 
@@ -200,9 +373,24 @@ fn nothing_outside_the_table_is_allowed() {
         ("system:node:node1", &["system:authenticated"]),
         ("node1", NODE_GROUPS),
         ("system:admin", &["system:masters"]),
-        ("system:serviceaccount:kube-system:csi", &["system:serviceaccounts"]),
+        (
+            "system:serviceaccount:kube-system:csi",
+            &["system:serviceaccounts"],
+        ),
     ];
-    let verbs = ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection", "impersonate", "*", ""];
+    let verbs = [
+        "get",
+        "list",
+        "watch",
+        "create",
+        "update",
+        "patch",
+        "delete",
+        "deletecollection",
+        "impersonate",
+        "*",
+        "",
+    ];
     let groups = ["storage.k8s.io", "", "*"];
     let resources = ["csinodes", "nodes", "pods", "csidrivers", "*"];
     let subresources = ["", "status", "finalizers", "*"];
@@ -217,20 +405,30 @@ fn nothing_outside_the_table_is_allowed() {
                         for sub in subresources {
                             for name in names {
                                 let body = sar(user, user_groups, verb, group, resource, sub, name);
-                                let decision = review(&serde_json::to_vec(&body).unwrap(), &policy).unwrap().decision;
+                                let decision = review(&serde_json::to_vec(&body).unwrap(), &policy)
+                                    .unwrap()
+                                    .decision;
                                 checked += 1;
                                 if decision != Decision::Allow {
                                     continue;
                                 }
                                 allowed += 1;
-                                let own = *user == "system:node:node1" && user_groups.contains(&"system:nodes");
+                                let own = *user == "system:node:node1"
+                                    && user_groups.contains(&"system:nodes");
                                 let csinodes = group == "storage.k8s.io" && resource == "csinodes";
                                 let main_ok = sub.is_empty()
-                                    && (verb == "create" || (["get", "update", "patch", "delete"].contains(&verb) && name == "node1"));
-                                let status_ok = sub == "status" && policy.gate_enabled
-                                    && ["get", "update", "patch"].contains(&verb) && name == "node1";
-                                assert!(own && csinodes && (main_ok || status_ok),
-                                    "allowed outside the table: {user} {user_groups:?} {verb} {group}/{resource}/{sub} {name:?} gate={}", policy.gate_enabled);
+                                    && (verb == "create"
+                                        || (["get", "update", "patch", "delete"].contains(&verb)
+                                            && name == "node1"));
+                                let status_ok = sub == "status"
+                                    && policy.gate_enabled
+                                    && ["get", "update", "patch"].contains(&verb)
+                                    && name == "node1";
+                                assert!(
+                                    own && csinodes && (main_ok || status_ok),
+                                    "allowed outside the table: {user} {user_groups:?} {verb} {group}/{resource}/{sub} {name:?} gate={}",
+                                    policy.gate_enabled
+                                );
                             }
                         }
                     }

@@ -202,7 +202,10 @@ mod tests {
             HostFs::non_blocking(None).entry_kind(&link).unwrap(),
             Some(EntryKind::Symlink)
         );
-        assert_eq!(HostFs::stat_following(None).entry_kind(&link).unwrap(), None);
+        assert_eq!(
+            HostFs::stat_following(None).entry_kind(&link).unwrap(),
+            None
+        );
         assert_eq!(
             HostFs::non_blocking(None)
                 .entry_kind(&dir.path().join("missing/child"))

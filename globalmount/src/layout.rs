@@ -188,7 +188,10 @@ mod tests {
             let got = sha256_hex(handle);
             assert_eq!(got, expected, "handle {handle}");
             assert_eq!(got.len(), 64);
-            assert!(got.chars().all(|c| c.is_ascii_digit() || c.is_ascii_lowercase()));
+            assert!(
+                got.chars()
+                    .all(|c| c.is_ascii_digit() || c.is_ascii_lowercase())
+            );
         }
     }
 
@@ -215,7 +218,10 @@ mod tests {
     #[test]
     fn escaping() {
         assert_eq!(escape_qualified_name("a/b"), "a~b");
-        assert_eq!(unescape_qualified_name("kubernetes.io~csi"), "kubernetes.io/csi");
+        assert_eq!(
+            unescape_qualified_name("kubernetes.io~csi"),
+            "kubernetes.io/csi"
+        );
         assert_eq!(escape_qualified_name("pvc-1"), "pvc-1");
     }
 
@@ -230,7 +236,11 @@ mod tests {
             ("/", "/"),
         ];
         for (input, expected) in cases {
-            assert_eq!(clean_path(Path::new(input)), PathBuf::from(expected), "{input}");
+            assert_eq!(
+                clean_path(Path::new(input)),
+                PathBuf::from(expected),
+                "{input}"
+            );
         }
     }
 

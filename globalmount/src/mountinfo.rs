@@ -305,24 +305,21 @@ pub fn consistent_read(
     source: &mut (impl MountInfoSource + ?Sized),
     attempts: usize,
 ) -> Result<Vec<u8>, ConsistentReadError> {
-    let io_error = |error, source: &(dyn Fn() -> String)| ConsistentReadError::Io {
-        source_name: source(),
+    let source_name = source.describe();
+    let io_error = |error| ConsistentReadError::Io {
+        source_name: source_name.clone(),
         error,
     };
-    let mut previous = source
-        .read_mountinfo()
-        .map_err(|e| io_error(e, &|| source.describe()))?;
+    let mut previous = source.read_mountinfo().map_err(io_error)?;
     for _ in 0..attempts {
-        let current = source
-            .read_mountinfo()
-            .map_err(|e| io_error(e, &|| source.describe()))?;
+        let current = source.read_mountinfo().map_err(io_error)?;
         if current == previous {
             return Ok(current);
         }
         previous = current;
     }
     Err(ConsistentReadError::Inconsistent {
-        source_name: source.describe(),
+        source_name,
         attempts,
     })
 }
@@ -355,7 +352,10 @@ mod tests {
     fn accepts_zero_one_or_several_optional_fields() {
         let cases = [
             ("1 0 8:1 / / rw - ext4 /dev/sda1 rw", vec![]),
-            ("1 0 8:1 / / rw shared:1 - ext4 /dev/sda1 rw", vec!["shared:1"]),
+            (
+                "1 0 8:1 / / rw shared:1 - ext4 /dev/sda1 rw",
+                vec!["shared:1"],
+            ),
             (
                 "1 0 8:1 / / rw shared:1 master:2 - ext4 /dev/sda1 rw",
                 vec!["shared:1", "master:2"],
@@ -371,12 +371,19 @@ mod tests {
     #[test]
     fn malformed_lines_fail_the_whole_parse_and_name_the_line() {
         let good = "1 0 8:1 / / rw shared:1 - ext4 /dev/sda1 rw\n";
-        let cases: [(&str, fn(&MountInfoErrorKind) -> bool); 6] = [
+        type KindCheck = fn(&MountInfoErrorKind) -> bool;
+        let cases: [(&str, KindCheck); 6] = [
             ("1 0 8:1 / / rw - ext4 /dev/sda1", |k| {
                 matches!(k, MountInfoErrorKind::TooFewFields(9))
             }),
             ("x 0 8:1 / / rw shared:1 - ext4 /dev/sda1 rw", |k| {
-                matches!(k, MountInfoErrorKind::NotAnInteger { field: "mount ID", .. })
+                matches!(
+                    k,
+                    MountInfoErrorKind::NotAnInteger {
+                        field: "mount ID",
+                        ..
+                    }
+                )
             }),
             ("1 0 8-1 / / rw shared:1 - ext4 /dev/sda1 rw", |k| {
                 matches!(k, MountInfoErrorKind::BadMajorMinor(_))
@@ -402,7 +409,8 @@ mod tests {
 
     #[test]
     fn empty_lines_and_the_trailing_newline_are_ignored() {
-        let content = "\n1 0 8:1 / / rw - ext4 /dev/sda1 rw\n\n2 1 8:2 / /b rw - ext4 /dev/sda2 rw\n";
+        let content =
+            "\n1 0 8:1 / / rw - ext4 /dev/sda1 rw\n\n2 1 8:2 / /b rw - ext4 /dev/sda2 rw\n";
         let infos = parse_mountinfo(content).unwrap();
         assert_eq!(infos.iter().map(|m| m.id).collect::<Vec<_>>(), [1, 2]);
         assert!(parse_mountinfo("").unwrap().is_empty());
@@ -466,7 +474,9 @@ mod tests {
         assert_eq!(settles.calls, 4);
 
         let mut churning = ScriptedSource {
-            reads: (0..20).map(|i| if i % 2 == 0 { "x" } else { "y" }).collect(),
+            reads: (0..20)
+                .map(|i| if i % 2 == 0 { "x" } else { "y" })
+                .collect(),
             calls: 0,
         };
         let err = consistent_read(&mut churning, MAX_LIST_TRIES).unwrap_err();
@@ -480,7 +490,7 @@ mod tests {
     proptest! {
         #[test]
         fn escape_then_unescape_is_identity(path in proptest::collection::vec(any::<u8>(), 0..40)) {
-            prop_assert_eq!(unescape_octal(&escape_octal(&path)), path);
+            prop_assert_eq!(unescape_octal(escape_octal(&path)), path);
         }
     }
 }

@@ -298,8 +298,14 @@ mod tests {
     #[test]
     fn globalmount_and_its_pod_bind_mount_are_refs_of_each_other() {
         let t = bound_table();
-        assert_eq!(t.search_mount_points(Path::new(GM)).unwrap(), [PathBuf::from(POD)]);
-        assert_eq!(t.search_mount_points(Path::new(POD)).unwrap(), [PathBuf::from(GM)]);
+        assert_eq!(
+            t.search_mount_points(Path::new(GM)).unwrap(),
+            [PathBuf::from(POD)]
+        );
+        assert_eq!(
+            t.search_mount_points(Path::new(POD)).unwrap(),
+            [PathBuf::from(GM)]
+        );
         // A pod mount on another device is not a ref of either.
         let other = "/var/lib/kubelet/pods/u2/volumes/kubernetes.io~csi/data/mount";
         assert!(t.search_mount_points(Path::new(other)).unwrap().is_empty());
@@ -332,7 +338,10 @@ mod tests {
         ]);
         assert_eq!(
             t.search_mount_points(Path::new("/mnt/data/sub")).unwrap(),
-            [PathBuf::from("/srv/bound"), PathBuf::from("/srv/other-device")]
+            [
+                PathBuf::from("/srv/bound"),
+                PathBuf::from("/srv/other-device")
+            ]
         );
     }
 
@@ -355,7 +364,10 @@ mod tests {
     fn no_enclosing_mount_is_an_error() {
         let t = table(&["100 1 8:16 / /mnt/data rw - ext4 /dev/sdb rw"]);
         let err = t.search_mount_points(Path::new("/elsewhere")).unwrap_err();
-        assert!(matches!(err, MountRefsError::NoEnclosingMount { .. }), "{err}");
+        assert!(
+            matches!(err, MountRefsError::NoEnclosingMount { .. }),
+            "{err}"
+        );
         // "/mnt/database" is not inside "/mnt/data": component-wise, not by string prefix.
         assert!(t.search_mount_points(Path::new("/mnt/database")).is_err());
     }
@@ -369,7 +381,10 @@ mod tests {
         assert!(!t.is_mount_point(Path::new(GM)));
         assert!(t.is_mount_point(Path::new(&format!("{GM}/inner"))));
         assert_eq!(t.mounts_beneath(Path::new(GM)).len(), 1);
-        assert!(t.mounts_beneath(Path::new(&format!("{GM}/inner"))).is_empty());
+        assert!(
+            t.mounts_beneath(Path::new(&format!("{GM}/inner")))
+                .is_empty()
+        );
     }
 
     /// A clock that advances only when slept on.
@@ -458,7 +473,10 @@ mod tests {
             policy: RetryPolicy::default(),
             clock: FakeClock::new(),
         };
-        assert_eq!(lookup.mount_refs(Path::new(GM)).unwrap(), [PathBuf::from(POD)]);
+        assert_eq!(
+            lookup.mount_refs(Path::new(GM)).unwrap(),
+            [PathBuf::from(POD)]
+        );
         assert_eq!(lookup.clock.sleeps.get(), 2);
     }
 
@@ -499,7 +517,10 @@ mod tests {
             clock: FakeClock::new(),
         };
         let err = lookup.mount_refs(Path::new(GM)).unwrap_err();
-        assert!(matches!(err, MountRefsError::Read(ConsistentReadError::Io { .. })), "{err}");
+        assert!(
+            matches!(err, MountRefsError::Read(ConsistentReadError::Io { .. })),
+            "{err}"
+        );
         assert_eq!(lookup.clock.sleeps.get(), 0);
     }
 

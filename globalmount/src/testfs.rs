@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::fs::{DirEntryInfo, EntryKind, NodeFs, entry_kind_from_parent_listing, sort_by_name_bytes};
+use crate::fs::{
+    DirEntryInfo, EntryKind, NodeFs, entry_kind_from_parent_listing, sort_by_name_bytes,
+};
 
 #[derive(Debug, Clone)]
 enum Node {
@@ -38,7 +40,9 @@ impl MemFs {
 
     fn insert(&mut self, path: &Path, node: Node) {
         for ancestor in path.ancestors().skip(1) {
-            self.nodes.entry(ancestor.to_path_buf()).or_insert(Node::Dir);
+            self.nodes
+                .entry(ancestor.to_path_buf())
+                .or_insert(Node::Dir);
         }
         self.nodes.insert(path.to_path_buf(), node);
     }
@@ -70,10 +74,14 @@ impl MemFs {
 
 impl NodeFs for MemFs {
     fn read_dir(&self, path: &Path) -> io::Result<Vec<DirEntryInfo>> {
-        self.accesses.borrow_mut().push((Access::ReadDir, path.to_path_buf()));
+        self.accesses
+            .borrow_mut()
+            .push((Access::ReadDir, path.to_path_buf()));
         match self.nodes.get(path) {
             None => return Err(io::Error::from(io::ErrorKind::NotFound)),
-            Some(Node::UnreadableDir) => return Err(io::Error::from(io::ErrorKind::PermissionDenied)),
+            Some(Node::UnreadableDir) => {
+                return Err(io::Error::from(io::ErrorKind::PermissionDenied));
+            }
             Some(Node::Dir) => {}
             Some(_) => return Err(io::Error::other("not a directory")),
         }
@@ -95,7 +103,9 @@ impl NodeFs for MemFs {
     }
 
     fn read_file(&self, path: &Path) -> io::Result<Vec<u8>> {
-        self.accesses.borrow_mut().push((Access::ReadFile, path.to_path_buf()));
+        self.accesses
+            .borrow_mut()
+            .push((Access::ReadFile, path.to_path_buf()));
         match self.nodes.get(path) {
             Some(Node::File(content)) => Ok(content.clone()),
             Some(_) => Err(io::Error::other("not a regular file")),

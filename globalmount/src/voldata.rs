@@ -225,7 +225,10 @@ mod tests {
         assert_eq!(data.driver_name(), "a<b&c");
         assert_eq!(data.volume_handle(), "h");
         let real = decode(REAL_LINE.as_bytes()).unwrap();
-        assert_eq!(real.spec_vol_id(), "pvc-dca8527d-0939-4c6a-a2cc-e66a673f062c");
+        assert_eq!(
+            real.spec_vol_id(),
+            "pvc-dca8527d-0939-4c6a-a2cc-e66a673f062c"
+        );
         assert_eq!(real.node_name(), "haaaa-10-30-100-149");
     }
 
@@ -235,7 +238,10 @@ mod tests {
         let cases: &[(&[u8], Option<&str>)] = &[
             (b"{\"driverName\":\"d\"}\n", Some("d")),
             (b"{\"driverName\":\"d\"}garbage after the value", Some("d")),
-            (b"  {\"driverName\":\"d\"} {\"driverName\":\"e\"}", Some("d")),
+            (
+                b"  {\"driverName\":\"d\"} {\"driverName\":\"e\"}",
+                Some("d"),
+            ),
             (b"{\"driverName\":\"d\",\"driverName\":\"e\"}", Some("e")),
             (b"{\"driverName\":\"d\",\"somethingNew\":\"x\"}", Some("d")),
             (b"null", Some("")),
@@ -307,9 +313,11 @@ mod tests {
     fn missing_identity_keys_names_what_is_empty() {
         let data = VolumeData::from_pairs([("driverName", "d"), ("volumeHandle", "")]);
         assert_eq!(data.missing_identity_keys(), ["volumeHandle"]);
-        assert!(VolumeData::from_pairs([("driverName", "d"), ("volumeHandle", "h")])
-            .missing_identity_keys()
-            .is_empty());
+        assert!(
+            VolumeData::from_pairs([("driverName", "d"), ("volumeHandle", "h")])
+                .missing_identity_keys()
+                .is_empty()
+        );
     }
 
     proptest! {

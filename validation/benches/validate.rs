@@ -1,1 +1,3 @@
+//! Validation benchmarks (filled in below).
+
 fn main() {}

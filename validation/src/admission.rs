@@ -134,7 +134,9 @@ pub fn validate_admission(
     match input.resource {
         HealthResource::Pods => {
             let (new, old) = decode_pair::<PodView<'_>>(input)?;
-            let old_node = old.as_ref().and_then(|o| o.spec.as_ref()?.node_name.as_deref());
+            let old_node = old
+                .as_ref()
+                .and_then(|o| o.spec.as_ref()?.node_name.as_deref());
             let object_name = new.as_ref().and_then(|n| n.metadata.name());
             if let Some(denied) = restrict(input, object_name, old_node, false, policy) {
                 return Ok(denied);
@@ -220,7 +222,11 @@ fn restrict(
     })
 }
 
-fn invalid_or_allowed(input: &AdmissionInput<'_>, object_name: Option<&str>, errors: Errors) -> Verdict {
+fn invalid_or_allowed(
+    input: &AdmissionInput<'_>,
+    object_name: Option<&str>,
+    errors: Errors,
+) -> Verdict {
     let errors = errors.into_list();
     if errors.is_empty() {
         Verdict::Allowed
@@ -264,7 +270,10 @@ fn decode_pair<'a, T: Deserialize<'a>>(
     input: &AdmissionInput<'a>,
 ) -> Result<(Option<T>, Option<T>), DecodeError> {
     let kind = input.resource.kind();
-    let new = input.object.map(|raw| decode(raw, "object", kind)).transpose()?;
+    let new = input
+        .object
+        .map(|raw| decode(raw, "object", kind))
+        .transpose()?;
     let old = input
         .old_object
         .map(|raw| decode(raw, "oldObject", kind))
@@ -416,7 +425,10 @@ impl GatedView {
         match resource {
             HealthResource::PersistentVolumeClaims => status.health_status.is_some(),
             HealthResource::Pods => status.volume_health.as_ref().is_some_and(|l| !l.is_empty()),
-            HealthResource::CsiNodes => status.storage_health.as_ref().is_some_and(|l| !l.is_empty()),
+            HealthResource::CsiNodes => status
+                .storage_health
+                .as_ref()
+                .is_some_and(|l| !l.is_empty()),
         }
     }
 }

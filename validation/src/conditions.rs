@@ -210,7 +210,12 @@ fn render_condition_key(status: &str, reason: &str) -> String {
 }
 
 /// Required when empty, else NotSupported outside `supported`.
-fn check_enum(path: &Path<'_>, value: &str, supported: &'static [&'static str], errors: &mut Errors) {
+fn check_enum(
+    path: &Path<'_>,
+    value: &str,
+    supported: &'static [&'static str],
+    errors: &mut Errors,
+) {
     if value.is_empty() {
         errors.declarative(path, ErrorKind::Required);
     } else {

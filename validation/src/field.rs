@@ -120,7 +120,11 @@ impl fmt::Display for ErrorKind {
         match self {
             ErrorKind::Required => f.write_str("Required value"),
             ErrorKind::NotSupported { value, supported } => {
-                write!(f, "Unsupported value: {}: supported values: ", GoQuoted(value))?;
+                write!(
+                    f,
+                    "Unsupported value: {}: supported values: ",
+                    GoQuoted(value)
+                )?;
                 for (i, v) in supported.iter().enumerate() {
                     if i > 0 {
                         f.write_str(", ")?;

@@ -103,12 +103,18 @@ mod tests {
     #[test]
     fn dns1123_subdomains() {
         let valid = ["a", "csi.example.com", "a-b.c-d", "0", "1.2.3", "x--y"];
-        let invalid = ["", "-a", "a-", ".a", "a.", "a..b", "A", "a_b", "a b", "a.-b"];
+        let invalid = [
+            "", "-a", "a-", ".a", "a.", "a..b", "A", "a_b", "a b", "a.-b",
+        ];
         for n in valid {
             assert!(dns1123_subdomain_errors(n).is_empty(), "{n:?}");
         }
         for n in invalid {
-            assert_eq!(dns1123_subdomain_errors(n), [DNS1123_SUBDOMAIN_DETAIL], "{n:?}");
+            assert_eq!(
+                dns1123_subdomain_errors(n),
+                [DNS1123_SUBDOMAIN_DETAIL],
+                "{n:?}"
+            );
         }
         let long = "a".repeat(254);
         assert_eq!(

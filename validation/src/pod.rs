@@ -10,11 +10,9 @@ use crate::field::{ErrorKind, ErrorList, Path};
 /// looked up in the new pod's `spec.volumes`.
 pub fn validate_pod(new: &Pod, old: Option<&Pod>) -> ErrorList {
     let volumes = new.spec.as_ref().and_then(|s| s.volumes.as_deref());
-    validate_pod_volume_health(
-        volume_health(Some(new)),
-        volume_health(old),
-        |name| volumes.is_some_and(|v| v.iter().any(|v| v.name == name)),
-    )
+    validate_pod_volume_health(volume_health(Some(new)), volume_health(old), |name| {
+        volumes.is_some_and(|v| v.iter().any(|v| v.name == name))
+    })
 }
 
 /// Validates a `status.volumeHealth` list. `volume_exists` tells whether a name is an entry of

@@ -9,7 +9,8 @@ use crate::resource::{HealthResource, Operation};
 pub const CSINODE_OTHER_NODE: &str =
     "can only access CSINode with the same name as the requesting node";
 /// The reason for a node writing `csinodes/status` while `CSIVolumeHealth` is off.
-pub const CSINODE_STATUS_GATED: &str = "csinodes/status is disabled by feature gate CSIVolumeHealth";
+pub const CSINODE_STATUS_GATED: &str =
+    "csinodes/status is disabled by feature gate CSIVolumeHealth";
 
 /// What the rules need to know about one admission request; every field is cheap to extract
 /// from the review without decoding whole objects.
@@ -256,6 +257,10 @@ mod tests {
             ..by_other
         };
         assert_eq!(check_restrictions(&unchanged, &policy), Ok(()));
-        assert_eq!(check_restrictions(&by_other, &gate_on()), Ok(()), "off by default");
+        assert_eq!(
+            check_restrictions(&by_other, &gate_on()),
+            Ok(()),
+            "off by default"
+        );
     }
 }

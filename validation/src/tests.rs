@@ -85,11 +85,19 @@ fn cond(status: &str, reason: &str) -> Value {
 }
 
 fn conds(n: usize) -> Value {
-    Value::Array((0..n).map(|i| cond("Degraded", &format!("Reason{i}"))).collect())
+    Value::Array(
+        (0..n)
+            .map(|i| cond("Degraded", &format!("Reason{i}")))
+            .collect(),
+    )
 }
 
 fn storage_conds(n: usize) -> Value {
-    Value::Array((0..n).map(|i| cond("StorageDegraded", &format!("Reason{i}"))).collect())
+    Value::Array(
+        (0..n)
+            .map(|i| cond("StorageDegraded", &format!("Reason{i}")))
+            .collect(),
+    )
 }
 
 const PVC: HealthResource = HealthResource::PersistentVolumeClaims;
@@ -119,9 +127,13 @@ const PVC_C0: &str = "status.healthStatus.healthConditions[0]";
 fn valid_objects_pass() {
     assert!(pvc_errors(json!([cond("Inaccessible", "VolumeNotFound")])).is_empty());
     assert!(pvc_errors(json!([cond("DataLoss", "X"), cond("Degraded", "X")])).is_empty());
-    assert!(pod_errors(json!([{"name": "vol", "healthConditions": [cond("Degraded", "DiskSlow")]},
-                             {"name": "vol2"}]))
-    .is_empty());
+    assert!(
+        pod_errors(
+            json!([{"name": "vol", "healthConditions": [cond("Degraded", "DiskSlow")]},
+                             {"name": "vol2"}])
+        )
+        .is_empty()
+    );
     assert!(node_errors(json!([
         {"name": "csi.example.com", "healthConditions": [{
             "status": "StorageUnreachable", "reason": "NetworkPartition", "message": "down",
@@ -134,8 +146,16 @@ fn valid_objects_pass() {
 
 #[test]
 fn empty_and_absent_are_valid() {
-    for health in [json!({}), json!({"healthConditions": []}), json!(null), json!({"healthConditions": null})] {
-        assert!(errors_of(PVC, &claim(health.clone()), None).is_empty(), "{health}");
+    for health in [
+        json!({}),
+        json!({"healthConditions": []}),
+        json!(null),
+        json!({"healthConditions": null}),
+    ] {
+        assert!(
+            errors_of(PVC, &claim(health.clone()), None).is_empty(),
+            "{health}"
+        );
     }
     assert!(pod_errors(json!([])).is_empty());
     assert!(pod_errors(json!(null)).is_empty());
@@ -191,20 +211,28 @@ fn status_required_then_supported() {
     );
     assert_eq!(
         pvc_errors(json!([cond("Healthy", "X")])),
-        [format!(r#"{PVC_C0}.status: Unsupported value: "Healthy": {VOLUME_STATUSES}"#)]
+        [format!(
+            r#"{PVC_C0}.status: Unsupported value: "Healthy": {VOLUME_STATUSES}"#
+        )]
     );
     assert_eq!(
         pvc_errors(json!([cond("degraded", "X")])),
-        [format!(r#"{PVC_C0}.status: Unsupported value: "degraded": {VOLUME_STATUSES}"#)],
+        [format!(
+            r#"{PVC_C0}.status: Unsupported value: "degraded": {VOLUME_STATUSES}"#
+        )],
         "case-sensitive"
     );
     assert_eq!(
         node_errors(one_driver(json!([cond("Unknown", "X")]))),
-        [r#"status.storageHealth[0].healthConditions[0].status: Unsupported value: "Unknown": supported values: "StorageDegraded", "StorageUnreachable""#]
+        [
+            r#"status.storageHealth[0].healthConditions[0].status: Unsupported value: "Unknown": supported values: "StorageDegraded", "StorageUnreachable""#
+        ]
     );
     assert_eq!(
         node_errors(one_driver(json!([cond("Degraded", "X")]))),
-        [r#"status.storageHealth[0].healthConditions[0].status: Unsupported value: "Degraded": supported values: "StorageDegraded", "StorageUnreachable""#],
+        [
+            r#"status.storageHealth[0].healthConditions[0].status: Unsupported value: "Degraded": supported values: "StorageDegraded", "StorageUnreachable""#
+        ],
         "volume statuses are not storage statuses"
     );
 }
@@ -222,7 +250,9 @@ fn reason_required_length_and_format() {
     assert!(pvc_errors(json!([cond("Degraded", &"R".repeat(256))])).is_empty());
     assert_eq!(
         pvc_errors(json!([cond("Degraded", &"R".repeat(257))])),
-        [format!("{PVC_C0}.reason: Too long: may not be more than 256 bytes")]
+        [format!(
+            "{PVC_C0}.reason: Too long: may not be more than 256 bytes"
+        )]
     );
     let invalid = pvc_errors(json!([cond("Degraded", "1abc")]));
     assert_eq!(
@@ -246,18 +276,33 @@ fn volume_limits_count_bytes() {
     let reason = format!("A{}", "é".repeat(128));
     assert_eq!(reason.len(), 257);
     let errors = pvc_errors(json!([cond("Degraded", &reason)]));
-    assert!(errors.iter().any(|e| e.ends_with("may not be more than 256 bytes")), "{errors:?}");
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.ends_with("may not be more than 256 bytes")),
+        "{errors:?}"
+    );
     let message_ok = "m".repeat(1024);
-    assert!(pvc_errors(json!([{"status": "Degraded", "reason": "X", "message": message_ok}])).is_empty());
+    assert!(
+        pvc_errors(json!([{"status": "Degraded", "reason": "X", "message": message_ok}]))
+            .is_empty()
+    );
     assert_eq!(
         pvc_errors(json!([{"status": "Degraded", "reason": "X", "message": "m".repeat(1025)}])),
-        [format!("{PVC_C0}.message: Too long: may not be more than 1024 bytes")]
+        [format!(
+            "{PVC_C0}.message: Too long: may not be more than 1024 bytes"
+        )]
     );
     // 256 four-byte characters fit in 1024 bytes; 257 do not.
-    assert!(pvc_errors(json!([{"status": "Degraded", "reason": "X", "message": "😀".repeat(256)}])).is_empty());
+    assert!(
+        pvc_errors(json!([{"status": "Degraded", "reason": "X", "message": "😀".repeat(256)}]))
+            .is_empty()
+    );
     assert_eq!(
         pvc_errors(json!([{"status": "Degraded", "reason": "X", "message": "😀".repeat(257)}])),
-        [format!("{PVC_C0}.message: Too long: may not be more than 1024 bytes")]
+        [format!(
+            "{PVC_C0}.message: Too long: may not be more than 1024 bytes"
+        )]
     );
     assert!(pvc_errors(json!([{"status": "Degraded", "reason": "X", "message": ""}])).is_empty());
 }
@@ -265,23 +310,45 @@ fn volume_limits_count_bytes() {
 #[test]
 fn storage_limits_count_characters() {
     let c0 = "status.storageHealth[0].healthConditions[0]";
-    let long_message = |s: String| one_driver(json!([{"status": "StorageDegraded", "reason": "X", "message": s}]));
-    assert!(node_errors(long_message("😀".repeat(1024))).is_empty(), "4096 bytes, 1024 characters");
+    let long_message =
+        |s: String| one_driver(json!([{"status": "StorageDegraded", "reason": "X", "message": s}]));
+    assert!(
+        node_errors(long_message("😀".repeat(1024))).is_empty(),
+        "4096 bytes, 1024 characters"
+    );
     assert_eq!(
         node_errors(long_message("é".repeat(1025))),
-        [format!("{c0}.message: Too long: may not be more than 1024 characters")]
+        [format!(
+            "{c0}.message: Too long: may not be more than 1024 characters"
+        )]
     );
     assert_eq!(
         node_errors(long_message("m".repeat(1025))),
-        [format!("{c0}.message: Too long: may not be more than 1024 characters")]
+        [format!(
+            "{c0}.message: Too long: may not be more than 1024 characters"
+        )]
     );
-    assert!(node_errors(one_driver(json!([cond("StorageDegraded", &"R".repeat(256))]))).is_empty());
+    assert!(
+        node_errors(one_driver(json!([cond(
+            "StorageDegraded",
+            &"R".repeat(256)
+        )])))
+        .is_empty()
+    );
     assert_eq!(
-        node_errors(one_driver(json!([cond("StorageDegraded", &"R".repeat(257))]))),
-        [format!("{c0}.reason: Too long: may not be more than 256 characters")]
+        node_errors(one_driver(json!([cond(
+            "StorageDegraded",
+            &"R".repeat(257)
+        )]))),
+        [format!(
+            "{c0}.reason: Too long: may not be more than 256 characters"
+        )]
     );
     // Multi-byte reasons fail the format check but are counted in characters.
-    let errors = node_errors(one_driver(json!([cond("StorageDegraded", &format!("A{}", "é".repeat(255)))])));
+    let errors = node_errors(one_driver(json!([cond(
+        "StorageDegraded",
+        &format!("A{}", "é".repeat(255))
+    )])));
     assert_eq!(errors.len(), 1, "{errors:?}");
     assert!(errors[0].contains("Invalid value"));
 }
@@ -294,43 +361,65 @@ fn storage_optional_enums() {
         c[field] = json!(value);
         node_errors(one_driver(json!([c])))
     };
-    for mode in ["ReadOnlyMany", "ReadWriteMany", "ReadWriteOnce", "ReadWriteOncePod"] {
+    for mode in [
+        "ReadOnlyMany",
+        "ReadWriteMany",
+        "ReadWriteOnce",
+        "ReadWriteOncePod",
+    ] {
         assert!(with("accessMode", mode).is_empty(), "{mode}");
     }
     assert_eq!(
         with("accessMode", "ReadWrite"),
-        [format!(r#"{c0}.accessMode: Unsupported value: "ReadWrite": supported values: "ReadOnlyMany", "ReadWriteMany", "ReadWriteOnce", "ReadWriteOncePod""#)]
+        [format!(
+            r#"{c0}.accessMode: Unsupported value: "ReadWrite": supported values: "ReadOnlyMany", "ReadWriteMany", "ReadWriteOnce", "ReadWriteOncePod""#
+        )]
     );
     assert_eq!(
         with("accessMode", ""),
-        [format!(r#"{c0}.accessMode: Unsupported value: "": supported values: "ReadOnlyMany", "ReadWriteMany", "ReadWriteOnce", "ReadWriteOncePod""#)]
+        [format!(
+            r#"{c0}.accessMode: Unsupported value: "": supported values: "ReadOnlyMany", "ReadWriteMany", "ReadWriteOnce", "ReadWriteOncePod""#
+        )]
     );
     for mode in ["Block", "Filesystem"] {
         assert!(with("volumeMode", mode).is_empty(), "{mode}");
     }
     assert_eq!(
         with("volumeMode", "block"),
-        [format!(r#"{c0}.volumeMode: Unsupported value: "block": supported values: "Block", "Filesystem""#)]
+        [format!(
+            r#"{c0}.volumeMode: Unsupported value: "block": supported values: "Block", "Filesystem""#
+        )]
     );
 }
 
 #[test]
 fn duplicates_are_reported_at_the_later_index() {
-    let errors = pvc_errors(json!([cond("Degraded", "A"), cond("Degraded", "B"), cond("Degraded", "A")]));
+    let errors = pvc_errors(json!([
+        cond("Degraded", "A"),
+        cond("Degraded", "B"),
+        cond("Degraded", "A")
+    ]));
     assert_eq!(errors.len(), 1);
     assert!(
         errors[0].starts_with("status.healthStatus.healthConditions[2]: Duplicate value: "),
         "{errors:?}"
     );
     assert!(pvc_errors(json!([cond("Degraded", "A"), cond("DataLoss", "A")])).is_empty());
-    let three = pvc_errors(json!([cond("Degraded", "A"), cond("Degraded", "A"), cond("Degraded", "A")]));
+    let three = pvc_errors(json!([
+        cond("Degraded", "A"),
+        cond("Degraded", "A"),
+        cond("Degraded", "A")
+    ]));
     assert_eq!(three.len(), 2, "each later copy: {three:?}");
 
     let pods = pod_errors(json!([{"name": "vol"}, {"name": "vol2"}, {"name": "vol"}]));
     assert_eq!(pods, [r#"status.volumeHealth[2]: Duplicate value: "vol""#]);
 
     let nodes = node_errors(json!([{"name": "csi.example.com"}, {"name": "csi.example.com"}]));
-    assert_eq!(nodes, [r#"status.storageHealth[1]: Duplicate value: "csi.example.com""#]);
+    assert_eq!(
+        nodes,
+        [r#"status.storageHealth[1]: Duplicate value: "csi.example.com""#]
+    );
     let same_condition_two_drivers = node_errors(json!([
         {"name": "csi.example.com", "healthConditions": [cond("StorageDegraded", "PoolFull")]},
         {"name": "b.example.com", "healthConditions": [cond("StorageDegraded", "PoolFull")]}
@@ -342,13 +431,22 @@ fn duplicates_are_reported_at_the_later_index() {
         cond("StorageDegraded", "PoolFull")
     ])));
     assert_eq!(within_one_driver.len(), 1);
-    assert!(within_one_driver[0].starts_with("status.storageHealth[0].healthConditions[2]: Duplicate value: "));
+    assert!(
+        within_one_driver[0]
+            .starts_with("status.storageHealth[0].healthConditions[2]: Duplicate value: ")
+    );
 }
 
 #[test]
 fn pod_volume_names() {
-    assert_eq!(pod_errors(json!([{}])), ["status.volumeHealth[0].name: Required value"]);
-    assert_eq!(pod_errors(json!([{"name": ""}])), ["status.volumeHealth[0].name: Required value"]);
+    assert_eq!(
+        pod_errors(json!([{}])),
+        ["status.volumeHealth[0].name: Required value"]
+    );
+    assert_eq!(
+        pod_errors(json!([{"name": ""}])),
+        ["status.volumeHealth[0].name: Required value"]
+    );
     assert_eq!(
         pod_errors(json!([{"name": "other"}])),
         [r#"status.volumeHealth[0].name: Not found: "other""#]
@@ -368,7 +466,10 @@ fn pod_volume_names() {
 
 #[test]
 fn csinode_driver_names() {
-    assert_eq!(node_errors(json!([{}])), ["status.storageHealth[0].name: Required value"]);
+    assert_eq!(
+        node_errors(json!([{}])),
+        ["status.storageHealth[0].name: Required value"]
+    );
     assert_eq!(
         node_errors(json!([{"name": "other.example.com"}])),
         [r#"status.storageHealth[0].name: Not found: "other.example.com""#]
@@ -403,7 +504,10 @@ fn handwritten_errors_come_first_in_field_order() {
     assert_eq!(
         errors,
         [
-            format!(r#"status.volumeHealth[0].healthConditions[0].reason: Invalid value: "1bad": {}"#, names::CONDITION_REASON_DETAIL),
+            format!(
+                r#"status.volumeHealth[0].healthConditions[0].reason: Invalid value: "1bad": {}"#,
+                names::CONDITION_REASON_DETAIL
+            ),
             r#"status.volumeHealth[1].name: Not found: "missing""#.to_owned(),
             "status.volumeHealth[0].healthConditions[0].status: Required value".to_owned(),
             "status.volumeHealth[1].healthConditions[0].reason: Required value".to_owned(),
@@ -436,10 +540,13 @@ fn ratcheting_skips_unchanged_items_for_declarative_checks() {
     let new = claim(json!({"healthConditions": [bad.clone(), cond("Unknown", "Y")]}));
     assert_eq!(
         errors_of(PVC, &new, Some(&old)),
-        [format!(r#"status.healthStatus.healthConditions[1].status: Unsupported value: "Unknown": {VOLUME_STATUSES}"#)]
+        [format!(
+            r#"status.healthStatus.healthConditions[1].status: Unsupported value: "Unknown": {VOLUME_STATUSES}"#
+        )]
     );
     // Same key, different message: the item changed and is checked again.
-    let changed = claim(json!({"healthConditions": [{"status": "Healthy", "reason": "X", "message": "m"}]}));
+    let changed =
+        claim(json!({"healthConditions": [{"status": "Healthy", "reason": "X", "message": "m"}]}));
     assert_eq!(errors_of(PVC, &changed, Some(&old)).len(), 1);
     // The list over the limit, unchanged: no TooMany.
     let many = claim(json!({"healthConditions": conds(17)}));
@@ -465,22 +572,30 @@ fn ratcheting_never_skips_handwritten_checks() {
 fn ratcheting_matches_entries_by_name() {
     let old = pod(json!([{"name": "vol", "healthConditions": [cond("Healthy", "X")]}]));
     // Reordered list with the unchanged entry: still ratcheted.
-    let new = pod(json!([{"name": "vol2"}, {"name": "vol", "healthConditions": [cond("Healthy", "X")]}]));
+    let new =
+        pod(json!([{"name": "vol2"}, {"name": "vol", "healthConditions": [cond("Healthy", "X")]}]));
     assert!(errors_of(POD, &new, Some(&old)).is_empty());
     // A changed entry ratchets its unchanged conditions by (status, reason).
-    let new = pod(json!([{"name": "vol", "healthConditions": [cond("Healthy", "X"), cond("Nope", "Y")]}]));
+    let new = pod(
+        json!([{"name": "vol", "healthConditions": [cond("Healthy", "X"), cond("Nope", "Y")]}]),
+    );
     assert_eq!(
         errors_of(POD, &new, Some(&old)),
-        [r#"status.volumeHealth[0].healthConditions[1].status: Unsupported value: "Nope": supported values: "DataLoss", "Degraded", "Inaccessible""#]
+        [
+            r#"status.volumeHealth[0].healthConditions[1].status: Unsupported value: "Nope": supported values: "DataLoss", "Degraded", "Inaccessible""#
+        ]
     );
-    let old_node = csinode(json!([{"name": "csi.example.com", "healthConditions": [cond("Bad", "X")]}]));
+    let old_node =
+        csinode(json!([{"name": "csi.example.com", "healthConditions": [cond("Bad", "X")]}]));
     let new_node = csinode(json!([
         {"name": "csi.example.com", "healthConditions": [cond("Bad", "X")]},
         {"name": "b.example.com", "healthConditions": [cond("Bad", "X")]}
     ]));
     assert_eq!(
         errors_of(NODE, &new_node, Some(&old_node)),
-        [r#"status.storageHealth[1].healthConditions[0].status: Unsupported value: "Bad": supported values: "StorageDegraded", "StorageUnreachable""#]
+        [
+            r#"status.storageHealth[1].healthConditions[0].status: Unsupported value: "Bad": supported values: "StorageDegraded", "StorageUnreachable""#
+        ]
     );
 }
 
@@ -510,7 +625,9 @@ fn invalid_whole_object_message() {
     let status = verdict.status(POD).unwrap();
     assert_eq!(
         status.message.as_deref(),
-        Some(r#"Pod "foo" is invalid: [status.volumeHealth[1].name: Not found: "x", status.volumeHealth[0].name: Required value]"#)
+        Some(
+            r#"Pod "foo" is invalid: [status.volumeHealth[1].name: Not found: "x", status.volumeHealth[0].name: Required value]"#
+        )
     );
     assert_eq!(verdict.label(), "invalid");
 }
@@ -527,7 +644,15 @@ mod admission_decisions {
         object: Option<&'a serde_json::value::RawValue>,
         old_object: Option<&'a serde_json::value::RawValue>,
     ) -> AdmissionInput<'a> {
-        AdmissionInput { resource, subresource, operation, name, user, object, old_object }
+        AdmissionInput {
+            resource,
+            subresource,
+            operation,
+            name,
+            user,
+            object,
+            old_object,
+        }
     }
 
     fn node1() -> UserInfo<'static> {
@@ -538,7 +663,10 @@ mod admission_decisions {
     }
 
     fn gate(enabled: bool) -> RestrictionPolicy {
-        RestrictionPolicy { gate_enabled: enabled, pvc_health_writers: None }
+        RestrictionPolicy {
+            gate_enabled: enabled,
+            pvc_health_writers: None,
+        }
     }
 
     #[test]
@@ -547,13 +675,23 @@ mod admission_decisions {
         let mut other = pod(json!([{"name": ""}]));
         other["spec"]["nodeName"] = json!("node2");
         let obj = raw(&other);
-        let i = input(POD, "status", Operation::Update, "foo", &user, Some(&obj), Some(&obj));
+        let i = input(
+            POD,
+            "status",
+            Operation::Update,
+            "foo",
+            &user,
+            Some(&obj),
+            Some(&obj),
+        );
         let verdict = validate_admission(&i, &gate(true)).unwrap();
         let status = verdict.status(POD).unwrap();
         assert_eq!(status.code, Some(403));
         assert_eq!(
             status.message.as_deref(),
-            Some(r#"pods "foo" is forbidden: node "node1" can only update pod status for pods with spec.nodeName set to itself"#)
+            Some(
+                r#"pods "foo" is forbidden: node "node1" can only update pod status for pods with spec.nodeName set to itself"#
+            )
         );
     }
 
@@ -565,11 +703,16 @@ mod admission_decisions {
         let verdict = validate_admission(&i, &gate(true)).unwrap();
         assert_eq!(
             verdict.status(NODE).unwrap().message.as_deref(),
-            Some(r#"csinodes.storage.k8s.io "node2" is forbidden: can only access CSINode with the same name as the requesting node"#)
+            Some(
+                r#"csinodes.storage.k8s.io "node2" is forbidden: can only access CSINode with the same name as the requesting node"#
+            )
         );
         let own = raw(&json!({"metadata": {"name": "node1"}, "spec": {"drivers": []}}));
         let i = input(NODE, "", Operation::Create, "", &user, Some(&own), None);
-        assert_eq!(validate_admission(&i, &gate(true)).unwrap(), Verdict::Allowed);
+        assert_eq!(
+            validate_admission(&i, &gate(true)).unwrap(),
+            Verdict::Allowed
+        );
     }
 
     #[test]
@@ -577,38 +720,110 @@ mod admission_decisions {
         let user = node1();
         let old = raw(&claim(json!(null)));
         let new = raw(&claim(json!({"healthConditions": [cond("Degraded", "X")]})));
-        for (o, n, forbidden) in [(&old, &new, true), (&new, &old, true), (&new, &new, false), (&old, &old, false)] {
-            let i = input(PVC, "status", Operation::Update, "claim", &user, Some(n), Some(o));
+        for (o, n, forbidden) in [
+            (&old, &new, true),
+            (&new, &old, true),
+            (&new, &new, false),
+            (&old, &old, false),
+        ] {
+            let i = input(
+                PVC,
+                "status",
+                Operation::Update,
+                "claim",
+                &user,
+                Some(n),
+                Some(o),
+            );
             let verdict = validate_admission(&i, &gate(true)).unwrap();
-            assert_eq!(matches!(verdict, Verdict::Forbidden { .. }), forbidden, "{verdict:?}");
+            assert_eq!(
+                matches!(verdict, Verdict::Forbidden { .. }),
+                forbidden,
+                "{verdict:?}"
+            );
         }
-        let changed_time = raw(&claim(json!({"healthConditions": [cond("Degraded", "X")], "lastTransitionTime": "2026-01-01T00:00:00Z"})));
-        let i = input(PVC, "status", Operation::Update, "claim", &user, Some(&changed_time), Some(&new));
-        assert!(matches!(validate_admission(&i, &gate(true)).unwrap(), Verdict::Forbidden { .. }));
+        let changed_time = raw(&claim(
+            json!({"healthConditions": [cond("Degraded", "X")], "lastTransitionTime": "2026-01-01T00:00:00Z"}),
+        ));
+        let i = input(
+            PVC,
+            "status",
+            Operation::Update,
+            "claim",
+            &user,
+            Some(&changed_time),
+            Some(&new),
+        );
+        assert!(matches!(
+            validate_admission(&i, &gate(true)).unwrap(),
+            Verdict::Forbidden { .. }
+        ));
     }
 
     #[test]
     fn other_subresources_and_operations_are_allowed_unchanged() {
         let user = node1();
-        let eviction = raw(&json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "foo"}}));
-        let i = input(POD, "eviction", Operation::Create, "foo", &user, Some(&eviction), None);
-        assert_eq!(validate_admission(&i, &gate(true)).unwrap(), Verdict::Allowed);
+        let eviction = raw(
+            &json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "foo"}}),
+        );
+        let i = input(
+            POD,
+            "eviction",
+            Operation::Create,
+            "foo",
+            &user,
+            Some(&eviction),
+            None,
+        );
+        assert_eq!(
+            validate_admission(&i, &gate(true)).unwrap(),
+            Verdict::Allowed
+        );
         let bad = raw(&pod(json!([{"name": ""}])));
-        let admin = UserInfo { username: "system:admin".into(), groups: None };
+        let admin = UserInfo {
+            username: "system:admin".into(),
+            groups: None,
+        };
         let i = input(POD, "", Operation::Delete, "foo", &admin, None, Some(&bad));
-        assert_eq!(validate_admission(&i, &gate(true)).unwrap(), Verdict::Allowed);
-        let i = input(POD, "status", Operation::Connect, "foo", &admin, Some(&bad), None);
-        assert_eq!(validate_admission(&i, &gate(true)).unwrap(), Verdict::Allowed);
+        assert_eq!(
+            validate_admission(&i, &gate(true)).unwrap(),
+            Verdict::Allowed
+        );
+        let i = input(
+            POD,
+            "status",
+            Operation::Connect,
+            "foo",
+            &admin,
+            Some(&bad),
+            None,
+        );
+        assert_eq!(
+            validate_admission(&i, &gate(true)).unwrap(),
+            Verdict::Allowed
+        );
     }
 
     #[test]
     fn undecodable_objects_are_errors_not_panics() {
         let admin = UserInfo::default();
-        for bad in [json!({"status": {"volumeHealth": "x"}}), json!([1, 2]), json!("pod"),
-                    json!({"spec": {"volumes": [{"name": 5}]}}),
-                    json!({"status": {"volumeHealth": [{"lastTransitionTime": "yesterday"}]}})] {
+        for bad in [
+            json!({"status": {"volumeHealth": "x"}}),
+            json!([1, 2]),
+            json!("pod"),
+            json!({"spec": {"volumes": [{"name": 5}]}}),
+            json!({"status": {"volumeHealth": [{"lastTransitionTime": "yesterday"}]}}),
+        ] {
             let obj = raw(&bad);
-            let i = input(POD, "status", Operation::Create, "foo", &admin, Some(&obj), None);
+            let i = input(
+                POD,
+                "status",
+                Operation::Create,
+                "foo",
+                &admin,
+                Some(&obj),
+                None,
+            );
             let err = validate_admission(&i, &gate(true)).unwrap_err();
             assert_eq!(err.field, "object");
             assert_eq!(err.to_string(), "failed to decode object as Pod");
@@ -632,20 +847,75 @@ mod admission_decisions {
             (&empty, None, Operation::Create, false, false),
         ];
         for (new, old, op, gate_on, dropped) in cases {
-            let i = input(POD, "status", op, "foo", &admin, Some(new), old.map(|o| &**o));
+            let i = input(
+                POD,
+                "status",
+                op,
+                "foo",
+                &admin,
+                Some(new),
+                old.map(|o| &**o),
+            );
             let got = gated_field_to_drop(&i, gate_on).unwrap();
-            assert_eq!(got, dropped.then_some("/status/volumeHealth"), "{op} gate={gate_on} old={old:?}");
+            assert_eq!(
+                got,
+                dropped.then_some("/status/volumeHealth"),
+                "{op} gate={gate_on} old={old:?}"
+            );
         }
         let claim_empty = raw(&claim(json!({})));
         let claim_null = raw(&claim(json!(null)));
-        let i = input(PVC, "status", Operation::Update, "claim", &admin, Some(&claim_empty), Some(&claim_null));
-        assert_eq!(gated_field_to_drop(&i, false).unwrap(), Some("/status/healthStatus"), "{{}} is a value");
-        let i = input(PVC, "status", Operation::Update, "claim", &admin, Some(&claim_empty), Some(&claim_empty));
-        assert_eq!(gated_field_to_drop(&i, false).unwrap(), None, "{{}} is in use");
+        let i = input(
+            PVC,
+            "status",
+            Operation::Update,
+            "claim",
+            &admin,
+            Some(&claim_empty),
+            Some(&claim_null),
+        );
+        assert_eq!(
+            gated_field_to_drop(&i, false).unwrap(),
+            Some("/status/healthStatus"),
+            "{{}} is a value"
+        );
+        let i = input(
+            PVC,
+            "status",
+            Operation::Update,
+            "claim",
+            &admin,
+            Some(&claim_empty),
+            Some(&claim_empty),
+        );
+        assert_eq!(
+            gated_field_to_drop(&i, false).unwrap(),
+            None,
+            "{{}} is in use"
+        );
         let node_with = raw(&csinode(json!([{"name": "csi.example.com"}])));
-        let i = input(NODE, "", Operation::Create, "node1", &admin, Some(&node_with), None);
-        assert_eq!(gated_field_to_drop(&i, false).unwrap(), Some("/status/storageHealth"));
-        let i = input(NODE, "", Operation::Delete, "node1", &admin, None, Some(&node_with));
+        let i = input(
+            NODE,
+            "",
+            Operation::Create,
+            "node1",
+            &admin,
+            Some(&node_with),
+            None,
+        );
+        assert_eq!(
+            gated_field_to_drop(&i, false).unwrap(),
+            Some("/status/storageHealth")
+        );
+        let i = input(
+            NODE,
+            "",
+            Operation::Delete,
+            "node1",
+            &admin,
+            None,
+            Some(&node_with),
+        );
         assert_eq!(gated_field_to_drop(&i, false).unwrap(), None);
     }
 }

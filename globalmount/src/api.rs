@@ -1,0 +1,291 @@
+//! The API objects the doctor cross-checks against, read from
+//! `kubectl get ... -o json` output: the Node's `volumesInUse` and
+//! `volumesAttached`, and VolumeAttachments.
+
+use serde::Deserialize;
+use serde_json::Value;
+use thiserror::Error;
+
+/// Why API JSON could not be used.
+#[derive(Debug, Error)]
+pub enum ApiError {
+    /// Not JSON, or not the expected shape.
+    #[error("{what}: {source}")]
+    Decode {
+        /// Which input.
+        what: &'static str,
+        /// The JSON error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A list of nodes where the node to use cannot be told.
+    #[error("node JSON holds {count} nodes; pass the node name to choose one")]
+    AmbiguousNode {
+        /// How many nodes the list holds.
+        count: usize,
+    },
+    /// The requested node is not in the input.
+    #[error("node {0:?} is not in the node JSON")]
+    NodeNotFound(String),
+    /// The object is not a Node or a list of them.
+    #[error("expected a Node or a List of Nodes, got kind {0:?}")]
+    NotANode(String),
+}
+
+/// One entry of `node.status.volumesAttached`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AttachedVolume {
+    /// Unique volume name.
+    pub name: String,
+    /// Device path reported by the attacher.
+    #[serde(default)]
+    pub device_path: String,
+}
+
+/// The parts of a Node the doctor uses.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NodeView {
+    /// `metadata.name`.
+    pub name: String,
+    /// `status.volumesInUse`; empty when absent.
+    pub volumes_in_use: Vec<String>,
+    /// `status.volumesAttached`; empty when absent.
+    pub volumes_attached: Vec<AttachedVolume>,
+}
+
+impl NodeView {
+    /// Whether `unique_name` is in `volumesInUse`, the attach/detach
+    /// controller's only guard against detaching a staged volume.
+    pub fn in_use(&self, unique_name: &str) -> bool {
+        self.volumes_in_use.iter().any(|v| v == unique_name)
+    }
+
+    /// The `volumesAttached` entry for `unique_name`.
+    pub fn attached(&self, unique_name: &str) -> Option<&AttachedVolume> {
+        self.volumes_attached.iter().find(|v| v.name == unique_name)
+    }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Metadata {
+    name: String,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default, rename_all = "camelCase")]
+struct NodeStatus {
+    volumes_in_use: Option<Vec<String>>,
+    volumes_attached: Option<Vec<AttachedVolume>>,
+}
+
+#[derive(Deserialize)]
+struct NodeObject {
+    #[serde(default)]
+    kind: Option<String>,
+    #[serde(default)]
+    metadata: Metadata,
+    #[serde(default)]
+    status: NodeStatus,
+}
+
+impl From<NodeObject> for NodeView {
+    fn from(node: NodeObject) -> Self {
+        Self {
+            name: node.metadata.name,
+            volumes_in_use: node.status.volumes_in_use.unwrap_or_default(),
+            volumes_attached: node.status.volumes_attached.unwrap_or_default(),
+        }
+    }
+}
+
+fn decode<T: for<'de> Deserialize<'de>>(what: &'static str, value: Value) -> Result<T, ApiError> {
+    serde_json::from_value(value).map_err(|source| ApiError::Decode { what, source })
+}
+
+fn items_or_single(what: &'static str, json: &[u8]) -> Result<Vec<Value>, ApiError> {
+    let value: Value =
+        serde_json::from_slice(json).map_err(|source| ApiError::Decode { what, source })?;
+    match value {
+        Value::Object(mut object) if object.contains_key("items") => match object.remove("items") {
+            Some(Value::Array(items)) => Ok(items),
+            Some(Value::Null) | None => Ok(Vec::new()),
+            Some(other) => decode::<Vec<Value>>(what, other),
+        },
+        other => Ok(vec![other]),
+    }
+}
+
+/// Reads `kubectl get node NAME -o json` or `kubectl get nodes -o json`.
+/// From a list, the node named `node_name` is taken, or the only one.
+pub fn parse_node(json: &[u8], node_name: Option<&str>) -> Result<NodeView, ApiError> {
+    let mut nodes = Vec::new();
+    for item in items_or_single("node JSON", json)? {
+        let node: NodeObject = decode("node JSON", item)?;
+        if let Some(kind) = node.kind.as_deref().filter(|k| *k != "Node") {
+            return Err(ApiError::NotANode(kind.to_owned()));
+        }
+        nodes.push(NodeView::from(node));
+    }
+    match node_name {
+        Some(name) => nodes
+            .into_iter()
+            .find(|n| n.name == name)
+            .ok_or_else(|| ApiError::NodeNotFound(name.to_owned())),
+        None if nodes.len() == 1 => Ok(nodes.remove(0)),
+        None => Err(ApiError::AmbiguousNode { count: nodes.len() }),
+    }
+}
+
+/// The parts of a VolumeAttachment the doctor uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VolumeAttachmentView {
+    /// `metadata.name` (`csi-<sha256(handle+driver+node)>`).
+    pub name: String,
+    /// `spec.nodeName`.
+    pub node_name: String,
+    /// `spec.attacher` (the driver).
+    pub attacher: String,
+    /// `spec.source.persistentVolumeName`, when set.
+    pub persistent_volume_name: Option<String>,
+    /// `status.attached`; false when there is no status yet.
+    pub attached: bool,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default, rename_all = "camelCase")]
+struct VaSource {
+    persistent_volume_name: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default, rename_all = "camelCase")]
+struct VaSpec {
+    node_name: String,
+    attacher: String,
+    source: VaSource,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct VaStatus {
+    attached: bool,
+}
+
+#[derive(Deserialize)]
+struct VaObject {
+    #[serde(default)]
+    metadata: Metadata,
+    #[serde(default)]
+    spec: VaSpec,
+    #[serde(default)]
+    status: VaStatus,
+}
+
+/// Reads `kubectl get volumeattachments -o json` (or a single VolumeAttachment).
+pub fn parse_volume_attachments(json: &[u8]) -> Result<Vec<VolumeAttachmentView>, ApiError> {
+    items_or_single("VolumeAttachment JSON", json)?
+        .into_iter()
+        .map(|item| {
+            let va: VaObject = decode("VolumeAttachment JSON", item)?;
+            Ok(VolumeAttachmentView {
+                name: va.metadata.name,
+                node_name: va.spec.node_name,
+                attacher: va.spec.attacher,
+                persistent_volume_name: va.spec.source.persistent_volume_name,
+                attached: va.status.attached,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NODE: &str = r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"node-a"},
+        "status":{"volumesInUse":["kubernetes.io/csi/d^h1"],
+                  "volumesAttached":[{"name":"kubernetes.io/csi/d^h1","devicePath":"/dev/xvdb"}]}}"#;
+
+    #[test]
+    fn reads_a_single_node() {
+        let node = parse_node(NODE.as_bytes(), None).unwrap();
+        assert_eq!(node.name, "node-a");
+        assert!(node.in_use("kubernetes.io/csi/d^h1"));
+        assert!(!node.in_use("kubernetes.io/csi/d^h2"));
+        assert_eq!(
+            node.attached("kubernetes.io/csi/d^h1")
+                .map(|a| a.device_path.as_str()),
+            Some("/dev/xvdb")
+        );
+    }
+
+    #[test]
+    fn absent_status_lists_are_empty() {
+        let node = parse_node(
+            br#"{"kind":"Node","metadata":{"name":"n"},"status":{}}"#,
+            None,
+        )
+        .unwrap();
+        assert!(node.volumes_in_use.is_empty());
+        assert!(node.volumes_attached.is_empty());
+        let bare = parse_node(br#"{"metadata":{"name":"n"}}"#, Some("n")).unwrap();
+        assert_eq!(bare.name, "n");
+    }
+
+    #[test]
+    fn picks_the_named_node_from_a_list() {
+        let list = format!(
+            r#"{{"kind":"List","items":[{NODE},{{"kind":"Node","metadata":{{"name":"node-b"}}}}]}}"#
+        );
+        assert_eq!(
+            parse_node(list.as_bytes(), Some("node-b")).unwrap().name,
+            "node-b"
+        );
+        assert!(matches!(
+            parse_node(list.as_bytes(), None),
+            Err(ApiError::AmbiguousNode { count: 2 })
+        ));
+        assert!(matches!(
+            parse_node(list.as_bytes(), Some("node-c")),
+            Err(ApiError::NodeNotFound(_))
+        ));
+    }
+
+    #[test]
+    fn rejects_other_kinds_and_bad_json() {
+        assert!(matches!(
+            parse_node(br#"{"kind":"Pod","metadata":{"name":"p"}}"#, None),
+            Err(ApiError::NotANode(_))
+        ));
+        assert!(matches!(
+            parse_node(b"{", None),
+            Err(ApiError::Decode { .. })
+        ));
+        assert!(matches!(
+            parse_node(br#"{"kind":"Node","status":{"volumesInUse":"x"}}"#, None),
+            Err(ApiError::Decode { .. })
+        ));
+    }
+
+    #[test]
+    fn reads_volume_attachments() {
+        let list = br#"{"apiVersion":"storage.k8s.io/v1","kind":"VolumeAttachmentList","items":[
+            {"metadata":{"name":"csi-aaa"},"spec":{"attacher":"d","nodeName":"node-a",
+              "source":{"persistentVolumeName":"pvc-1"}},"status":{"attached":true}},
+            {"metadata":{"name":"csi-bbb"},"spec":{"attacher":"d","nodeName":"node-b","source":{}}}]}"#;
+        let vas = parse_volume_attachments(list).unwrap();
+        assert_eq!(vas.len(), 2);
+        assert_eq!(vas[0].name, "csi-aaa");
+        assert!(vas[0].attached);
+        assert_eq!(vas[0].persistent_volume_name.as_deref(), Some("pvc-1"));
+        assert_eq!(vas[1].node_name, "node-b");
+        assert!(!vas[1].attached);
+        assert!(
+            parse_volume_attachments(br#"{"items":null}"#)
+                .unwrap()
+                .is_empty()
+        );
+    }
+}

@@ -1,0 +1,474 @@
+//! The doctor's report: its JSON shape and its text rendering.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::discover::{SkipReason, SpecVolIdSource, VolumeMode};
+use crate::plan::PlannedAction;
+use crate::podlocal::DeclineReason;
+
+/// The state of one listed global volume.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VolumeClass {
+    /// A pod uses it: a pod mount refers to the global mount (filesystem), or a
+    /// `dev/<podUID>` bind mount or `publish/<specVolID>/<podUID>` entry exists (block).
+    InUse,
+    /// No pod uses it right now, but a pod directory with usable data names it,
+    /// so kubelet's pod-directory walk still tracks it.
+    TrackedByPodDir,
+    /// Mounted, and neither a pod mount nor a pod directory refers to it: kubelet
+    /// lost track of it after a restart (#121937). It is no longer reported in
+    /// use, so it can be detached while staged.
+    OrphanedStaged,
+    /// Staged but `globalmount` holds no mount and nothing refers to it: a
+    /// leftover after a reboot, or a driver without STAGE_UNSTAGE_VOLUME.
+    /// KEP-6058 would register it and call the idempotent NodeUnstageVolume.
+    StagedUnmounted,
+    /// A pod directory that refers to it has an unreadable `vol_data.json`
+    /// (#101791): kubelet cannot reconstruct that pod volume without KEP-6058.
+    PodDataUnreadable,
+}
+
+impl VolumeClass {
+    /// Whether this state needs an operator's attention.
+    pub fn is_finding(self) -> bool {
+        matches!(
+            self,
+            Self::OrphanedStaged | Self::StagedUnmounted | Self::PodDataUnreadable
+        )
+    }
+
+    /// The class code.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::InUse => "in_use",
+            Self::TrackedByPodDir => "tracked_by_pod_dir",
+            Self::OrphanedStaged => "orphaned_staged",
+            Self::StagedUnmounted => "staged_unmounted",
+            Self::PodDataUnreadable => "pod_data_unreadable",
+        }
+    }
+}
+
+/// A risk found by cross-checking with API objects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Flag {
+    /// Staged on the node but not in `node.status.volumesInUse`: the
+    /// attach/detach controller may detach it under the mount.
+    AtRisk,
+    /// Its VolumeAttachment says it is not attached while the node still holds mounts of it.
+    VolumeAttachmentDetached,
+    /// A VolumeAttachment with this node's name carries another `spec.nodeName`.
+    VolumeAttachmentNodeMismatch,
+}
+
+impl Flag {
+    /// The flag code.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::AtRisk => "at_risk",
+            Self::VolumeAttachmentDetached => "volume_attachment_detached",
+            Self::VolumeAttachmentNodeMismatch => "volume_attachment_node_mismatch",
+        }
+    }
+}
+
+/// The VolumeAttachment cross-check of one volume.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VolumeAttachmentReport {
+    /// `csi-<sha256(handle+driver+node)>`.
+    pub name: String,
+    /// Whether an object of that name was in the input. Drivers with
+    /// `attachRequired: false` have none, so absence alone is no finding.
+    pub exists: bool,
+    /// `status.attached`, when the object exists.
+    pub attached: Option<bool>,
+    /// `spec.nodeName`, when the object exists.
+    pub node_name: Option<String>,
+    /// Whether `spec.nodeName` is this node, when the object exists.
+    pub node_matches: Option<bool>,
+}
+
+/// The API cross-check of one volume; fields are null for inputs not given.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiReport {
+    /// In `node.status.volumesInUse`.
+    pub in_volumes_in_use: Option<bool>,
+    /// In `node.status.volumesAttached`.
+    pub in_volumes_attached: Option<bool>,
+    /// The `devicePath` of the `volumesAttached` entry.
+    pub device_path: Option<String>,
+    /// The VolumeAttachment check.
+    pub volume_attachment: Option<VolumeAttachmentReport>,
+}
+
+/// One listed global volume.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GlobalVolumeReport {
+    /// Filesystem or Block.
+    pub mode: VolumeMode,
+    /// CSI driver.
+    pub driver: String,
+    /// CSI volume handle.
+    pub volume_handle: String,
+    /// `specVolID` from the file; null for files staged before KEP-6058.
+    #[serde(rename = "specVolID")]
+    pub spec_vol_id: Option<String>,
+    /// The PV name kubelet would use.
+    pub spec_name: String,
+    /// `file`, or `handle` for pre-feature files.
+    #[serde(rename = "specVolIDSource")]
+    pub spec_vol_id_source: SpecVolIdSource,
+    /// `kubernetes.io/csi/<driver>^<handle>`.
+    pub unique_volume_name: String,
+    /// The VolumeAttachment name; null when the node name is unknown.
+    pub attachment_name: Option<String>,
+    /// Filesystem: `.../globalmount`. Block: the global map path `.../dev`.
+    pub device_mount_path: String,
+    /// Block: `volumeDevices/staging/<specVolID>`.
+    pub staging_path: Option<String>,
+    /// SELinux mount context from the file.
+    pub se_linux_mount_context: Option<String>,
+    /// Filesystem: `globalmount` is a mount point. Block: the staging directory is present.
+    pub mounted: bool,
+    /// Mounts below `globalmount` (a driver that stages into a subdirectory).
+    pub nested_mounts: Vec<String>,
+    /// Pod mount points that show the same device and directory.
+    pub pod_refs: Vec<String>,
+    /// Other mount points that show it (bind aliases of the kubelet root, for example).
+    pub other_refs: Vec<String>,
+    /// Block: `dev/<podUID>` bind mounts.
+    pub dev_mounts: Vec<String>,
+    /// Block: `publish/<specVolID>/<podUID>` entries.
+    pub publish_entries: Vec<String>,
+    /// Pod volume directories that name this volume.
+    pub pod_dirs: Vec<String>,
+    /// The state.
+    pub class: VolumeClass,
+    /// Risks from the API cross-check.
+    pub flags: Vec<Flag>,
+    /// What kubelet with CSIGlobalMountReconstruction would do after a restart.
+    pub kubelet_plan: PlannedAction,
+    /// The API cross-check; null when no API input was given.
+    pub api: Option<ApiReport>,
+}
+
+impl GlobalVolumeReport {
+    /// Whether this volume needs attention.
+    pub fn is_finding(&self) -> bool {
+        self.class.is_finding() || !self.flags.is_empty()
+    }
+}
+
+/// How a pod volume directory was paired with a listed volume, strongest
+/// evidence first (the order is used to pick the best pairing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PairedBy {
+    /// The fallback followed the pod mount to this volume's global mount.
+    Fallback,
+    /// The pod mount and the global mount (or a mount below it) share device and directory.
+    MountReference,
+    /// The pod's own `vol_data.json` names this driver and handle.
+    PodData,
+    /// Nothing is mounted at the pod mount any more and its name equals the
+    /// volume's spec name: the after-reboot pair KEP-6058 cannot recover.
+    Name,
+}
+
+/// What the fallback recovered for a pod-local directory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RecoveredReport {
+    /// The global data directory.
+    pub global_data_dir: String,
+    /// The accepted mount reference.
+    pub reference: String,
+    /// Driver from the global file.
+    pub driver: String,
+    /// Handle from the global file.
+    pub volume_handle: String,
+    /// `specVolID` from the global file, if any.
+    #[serde(rename = "specVolID")]
+    pub spec_vol_id: Option<String>,
+    /// The spec name after the naming rule.
+    pub spec_name: String,
+    /// Whether the global directory is also a listed volume.
+    pub listed: bool,
+}
+
+/// A pod volume directory whose `vol_data.json` kubelet cannot use.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodLocalReport {
+    /// Pod UID.
+    #[serde(rename = "podUID")]
+    pub pod_uid: String,
+    /// Volume directory name.
+    pub volume_name: String,
+    /// The directory.
+    pub path: String,
+    /// Why the pod-local file is unusable.
+    pub voldata_error: String,
+    /// Whether `mount` is still a mount point.
+    pub pod_mount_mounted: bool,
+    /// What the KEP-6058 fallback recovers; null when it declines.
+    pub recovered_from: Option<RecoveredReport>,
+    /// Why the fallback declines; null when it recovers.
+    pub decline_reason: Option<DeclineReason>,
+    /// Detail for the decline.
+    pub decline_detail: Option<String>,
+    /// The listed volume this directory belongs to (its device mount path).
+    pub paired_global_volume: Option<String>,
+    /// How the pairing was made.
+    pub paired_by: Option<PairedBy>,
+}
+
+/// An entry of the global directories that kubelet's listing would skip.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SkipReport {
+    /// The entry.
+    pub path: String,
+    /// The reason code.
+    pub reason: SkipReason,
+    /// Detail.
+    pub detail: String,
+    /// For identity mismatches: the path the file's identity implies.
+    pub expected: Option<String>,
+    /// Whether something is mounted at or below the entry. A mounted entry
+    /// that kubelet will not list is never cleaned up by it, so it is a finding.
+    pub mounted: bool,
+}
+
+/// Counts.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    /// Listed volumes.
+    pub global_volumes: usize,
+    /// Class `in_use`.
+    pub in_use: usize,
+    /// Class `tracked_by_pod_dir`.
+    pub tracked_by_pod_dir: usize,
+    /// Class `orphaned_staged`.
+    pub orphaned_staged: usize,
+    /// Class `staged_unmounted`.
+    pub staged_unmounted: usize,
+    /// Class `pod_data_unreadable`.
+    pub pod_data_unreadable: usize,
+    /// Volumes flagged `at_risk`.
+    pub at_risk: usize,
+    /// Pod-local directories with unusable data.
+    pub pod_local_unreadable: usize,
+    /// Skipped entries.
+    pub skipped: usize,
+    /// Skipped entries with something mounted at or below them.
+    pub mounted_skipped: usize,
+    /// Items needing attention: volumes with a finding class or a flag,
+    /// pod-local entries, and mounted skipped entries.
+    pub findings: usize,
+}
+
+/// The whole report for one node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    /// The kubelet root, in host path space.
+    pub kubelet_root: String,
+    /// The node, when known.
+    pub node_name: Option<String>,
+    /// Where the mount table was read from.
+    pub mountinfo_source: String,
+    /// Listed volumes: filesystem first, then block.
+    pub global_volumes: Vec<GlobalVolumeReport>,
+    /// Pod-local directories with unusable `vol_data.json`.
+    pub pod_local: Vec<PodLocalReport>,
+    /// Entries kubelet's listing would skip.
+    pub skipped: Vec<SkipReport>,
+    /// Problems that did not stop the run.
+    pub warnings: Vec<String>,
+    /// Counts.
+    pub summary: Summary,
+}
+
+impl Report {
+    /// Whether anything needs attention (the doctor then exits 1).
+    pub fn has_findings(&self) -> bool {
+        self.summary.findings > 0
+    }
+
+    /// Recomputes the summary from the entries.
+    pub fn summarize(&mut self) {
+        let count = |class: VolumeClass| {
+            self.global_volumes
+                .iter()
+                .filter(|v| v.class == class)
+                .count()
+        };
+        let mounted_skipped = self.skipped.iter().filter(|s| s.mounted).count();
+        self.summary = Summary {
+            global_volumes: self.global_volumes.len(),
+            in_use: count(VolumeClass::InUse),
+            tracked_by_pod_dir: count(VolumeClass::TrackedByPodDir),
+            orphaned_staged: count(VolumeClass::OrphanedStaged),
+            staged_unmounted: count(VolumeClass::StagedUnmounted),
+            pod_data_unreadable: count(VolumeClass::PodDataUnreadable),
+            at_risk: self
+                .global_volumes
+                .iter()
+                .filter(|v| v.flags.contains(&Flag::AtRisk))
+                .count(),
+            pod_local_unreadable: self.pod_local.len(),
+            skipped: self.skipped.len(),
+            mounted_skipped,
+            findings: self
+                .global_volumes
+                .iter()
+                .filter(|v| v.is_finding())
+                .count()
+                + self.pod_local.len()
+                + mounted_skipped,
+        };
+    }
+
+    /// A plain-text rendering for people.
+    pub fn to_text(&self) -> String {
+        let mut out = String::new();
+        // Writing to a String cannot fail; the results are ignored for that reason.
+        let _ = writeln!(
+            out,
+            "node: {}  kubelet root: {}  mount table: {}",
+            self.node_name.as_deref().unwrap_or("(unknown)"),
+            self.kubelet_root,
+            self.mountinfo_source
+        );
+        let _ = writeln!(out, "\nglobal volumes ({}):", self.global_volumes.len());
+        for v in &self.global_volumes {
+            let flags: Vec<&str> = v.flags.iter().map(|f| f.as_str()).collect();
+            let _ = writeln!(
+                out,
+                "  {:<20} {:?} {}{}",
+                v.class.as_str(),
+                v.mode,
+                v.unique_volume_name,
+                if flags.is_empty() {
+                    String::new()
+                } else {
+                    format!("  [{}]", flags.join(", "))
+                }
+            );
+            let _ = writeln!(out, "      path: {}", v.device_mount_path);
+            let _ = writeln!(
+                out,
+                "      spec name: {} (from {})  mounted: {}  pod refs: {}  pod dirs: {}  kubelet plan: {}",
+                v.spec_name,
+                match v.spec_vol_id_source {
+                    SpecVolIdSource::File => "specVolID",
+                    SpecVolIdSource::Handle => "volumeHandle",
+                },
+                if v.mounted { "yes" } else { "no" },
+                v.pod_refs.len() + v.dev_mounts.len() + v.publish_entries.len(),
+                v.pod_dirs.len(),
+                v.kubelet_plan.as_str()
+            );
+            if let Some(api) = &v.api {
+                let in_use = match api.in_volumes_in_use {
+                    Some(true) => "yes",
+                    Some(false) => "NO",
+                    None => "n/a",
+                };
+                let va = match &api.volume_attachment {
+                    None => "n/a".to_owned(),
+                    Some(va) if !va.exists => format!("{} absent", va.name),
+                    Some(va) => format!(
+                        "{} attached={} node={}",
+                        va.name,
+                        va.attached.unwrap_or(false),
+                        va.node_name.as_deref().unwrap_or("")
+                    ),
+                };
+                let _ = writeln!(out, "      volumesInUse: {in_use}  VolumeAttachment: {va}");
+            }
+        }
+        if !self.pod_local.is_empty() {
+            let _ = writeln!(
+                out,
+                "\npod volume directories with unusable vol_data.json ({}):",
+                self.pod_local.len()
+            );
+            for p in &self.pod_local {
+                let _ = writeln!(out, "  {}", p.path);
+                let _ = writeln!(out, "      error: {}", p.voldata_error);
+                match (&p.recovered_from, &p.decline_detail) {
+                    (Some(r), _) => {
+                        let _ = writeln!(
+                            out,
+                            "      KEP-6058 fallback recovers {}^{} from {}",
+                            r.driver, r.volume_handle, r.global_data_dir
+                        );
+                    }
+                    (None, detail) => {
+                        let _ = writeln!(
+                            out,
+                            "      KEP-6058 fallback declines: {}",
+                            detail.as_deref().unwrap_or("")
+                        );
+                    }
+                }
+                if let Some(paired) = &p.paired_global_volume {
+                    let _ = writeln!(out, "      belongs to: {paired}");
+                }
+            }
+        }
+        if !self.skipped.is_empty() {
+            let _ = writeln!(
+                out,
+                "\nskipped by kubelet's listing ({}):",
+                self.skipped.len()
+            );
+            for s in &self.skipped {
+                let _ = writeln!(
+                    out,
+                    "  {:<22} {}{}",
+                    s.reason.as_str(),
+                    s.path,
+                    if s.mounted { "  [MOUNTED]" } else { "" }
+                );
+                let _ = writeln!(out, "      {}", s.detail);
+                if let Some(expected) = &s.expected {
+                    let _ = writeln!(out, "      expected: {expected}");
+                }
+            }
+        }
+        if !self.warnings.is_empty() {
+            let _ = writeln!(out, "\nwarnings:");
+            for w in &self.warnings {
+                let _ = writeln!(out, "  {w}");
+            }
+        }
+        let s = &self.summary;
+        let _ = writeln!(
+            out,
+            "\nsummary: {} global volumes ({} in_use, {} tracked_by_pod_dir, {} orphaned_staged, {} staged_unmounted, {} pod_data_unreadable, {} at_risk), {} pod-local unreadable, {} skipped ({} mounted); {} findings",
+            s.global_volumes,
+            s.in_use,
+            s.tracked_by_pod_dir,
+            s.orphaned_staged,
+            s.staged_unmounted,
+            s.pod_data_unreadable,
+            s.at_risk,
+            s.pod_local_unreadable,
+            s.skipped,
+            s.mounted_skipped,
+            s.findings
+        );
+        out
+    }
+}

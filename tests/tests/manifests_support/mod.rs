@@ -1,0 +1,258 @@
+//! Helpers for the manifest tests: rendering kustomizations, reading YAML, looking up
+//! objects, and modelling what the kube-apiserver and the server do with them.
+
+pub(crate) mod apiserver;
+pub(crate) mod server;
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+/// The kustomizations under `manifests/`, relative to it. A kustomization added there
+/// without being listed here fails `every_kustomization_is_listed_and_renders`.
+pub(crate) const KUSTOMIZATIONS: &[&str] =
+    &["base", "overlays/cert-manager", "overlays/provided-certs"];
+
+/// The overlays an operator installs; `base` alone lacks certificates.
+pub(crate) const INSTALLABLE: &[&str] = &["overlays/cert-manager", "overlays/provided-certs"];
+
+/// Directories under `manifests/` that belong to other components.
+const NOT_OURS: &[&str] = &["doctor"];
+
+/// The overlay that generates its Secret from PEM files the operator puts into `certs/`.
+pub(crate) const PROVIDED_CERTS: &str = "overlays/provided-certs";
+
+/// Stand-ins for the operator's PEM files: kustomize copies them, it does not parse them.
+pub(crate) const PROVIDED_CERT_FILES: &[(&str, &str)] = &[
+    (
+        "tls.crt",
+        "-----BEGIN CERTIFICATE-----\nserving certificate stand-in\n-----END CERTIFICATE-----\n",
+    ),
+    (
+        "tls.key",
+        "-----BEGIN PRIVATE KEY-----\nprivate key stand-in\n-----END PRIVATE KEY-----\n",
+    ),
+    (
+        "ca.crt",
+        "-----BEGIN CERTIFICATE-----\nCA stand-in\n-----END CERTIFICATE-----\n",
+    ),
+];
+
+/// The namespace the webhooks run in.
+pub(crate) const NAMESPACE: &str = "volume-health";
+
+/// `manifests/` of this repository.
+pub(crate) fn manifests_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the tests crate lives inside the repository")
+        .join("manifests")
+}
+
+/// Every directory under `manifests/` (outside other components' directories) that holds
+/// a `kustomization.yaml`, relative to `manifests/`.
+pub(crate) fn kustomization_dirs() -> BTreeSet<String> {
+    fn walk(root: &Path, dir: &Path, found: &mut BTreeSet<String>) {
+        let entries =
+            fs::read_dir(dir).unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()));
+        for entry in entries {
+            let path = entry.expect("directory entry").path();
+            let relative = path.strip_prefix(root).expect("below the root");
+            if NOT_OURS.iter().any(|skip| relative == Path::new(skip)) {
+                continue;
+            }
+            if path.is_dir() {
+                walk(root, &path, found);
+            } else if path
+                .file_name()
+                .is_some_and(|n| n == "kustomization.yaml" || n == "kustomization.yml")
+            {
+                let dir = relative.parent().expect("a file has a parent");
+                found.insert(dir.to_string_lossy().into_owned());
+            }
+        }
+    }
+    let root = manifests_dir();
+    let mut found = BTreeSet::new();
+    walk(&root, &root, &mut found);
+    found
+}
+
+/// One rendered kustomization.
+pub(crate) struct Rendered {
+    /// Path relative to `manifests/`.
+    pub(crate) name: &'static str,
+    /// The objects `kubectl kustomize` printed.
+    pub(crate) objects: Vec<Value>,
+}
+
+impl Rendered {
+    /// All objects of a kind.
+    pub(crate) fn all(&self, kind: &str) -> Vec<&Value> {
+        self.objects.iter().filter(|o| o["kind"] == kind).collect()
+    }
+
+    /// The only object of a kind.
+    pub(crate) fn one(&self, kind: &str) -> &Value {
+        let all = self.all(kind);
+        assert_eq!(
+            all.len(),
+            1,
+            "{}: expected exactly one {kind}, found {}",
+            self.name,
+            all.len()
+        );
+        all[0]
+    }
+
+    /// The object of a kind with a name (and namespace, for namespaced kinds).
+    pub(crate) fn find(&self, kind: &str, namespace: Option<&str>, name: &str) -> Option<&Value> {
+        self.objects.iter().find(|o| {
+            o["kind"] == kind
+                && o["metadata"]["name"] == name
+                && namespace.is_none_or(|ns| o["metadata"]["namespace"] == ns)
+        })
+    }
+}
+
+/// Every kustomization, rendered once per test run.
+pub(crate) fn rendered() -> &'static [Rendered] {
+    static RENDERED: OnceLock<Vec<Rendered>> = OnceLock::new();
+    RENDERED.get_or_init(|| {
+        KUSTOMIZATIONS
+            .iter()
+            .map(|&name| {
+                let objects = if name == PROVIDED_CERTS {
+                    render_with_provided_certs()
+                } else {
+                    kustomize(&manifests_dir().join(name))
+                };
+                Rendered { name, objects }
+            })
+            .collect()
+    })
+}
+
+/// The rendering of one kustomization.
+pub(crate) fn rendering(name: &str) -> &'static Rendered {
+    rendered()
+        .iter()
+        .find(|r| r.name == name)
+        .unwrap_or_else(|| panic!("{name} is not a listed kustomization"))
+}
+
+/// The overlay for operator-provided certificates needs PEM files that are never part of
+/// the repository. Render a copy of the base and the overlay with stand-in files, in a
+/// scratch directory of the test build.
+fn render_with_provided_certs() -> Vec<Value> {
+    let scratch = tempfile::Builder::new()
+        .prefix("provided-certs-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .expect("scratch directory");
+    let root = scratch.path().join("manifests");
+    copy_tree(&manifests_dir().join("base"), &root.join("base"));
+    let overlay = root.join(PROVIDED_CERTS);
+    copy_tree(&manifests_dir().join(PROVIDED_CERTS), &overlay);
+    let certs = overlay.join("certs");
+    fs::create_dir_all(&certs).expect("certs directory");
+    for (file, content) in PROVIDED_CERT_FILES {
+        fs::write(certs.join(file), content).expect("stand-in certificate file");
+    }
+    kustomize(&overlay)
+}
+
+/// Copies the files of a directory tree, leaving out `certs/`, where an operator may keep
+/// real keys.
+fn copy_tree(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap_or_else(|e| panic!("creating {}: {e}", to.display()));
+    for entry in fs::read_dir(from).unwrap_or_else(|e| panic!("reading {}: {e}", from.display())) {
+        let entry = entry.expect("directory entry");
+        let (source, target) = (entry.path(), to.join(entry.file_name()));
+        if source.is_dir() {
+            if entry.file_name() != "certs" {
+                copy_tree(&source, &target);
+            }
+        } else {
+            fs::copy(&source, &target)
+                .unwrap_or_else(|e| panic!("copying {}: {e}", source.display()));
+        }
+    }
+}
+
+/// Runs `kubectl kustomize DIR` and parses its output.
+pub(crate) fn kustomize(dir: &Path) -> Vec<Value> {
+    let output = match Command::new("kubectl").arg("kustomize").arg(dir).output() {
+        Ok(output) => output,
+        Err(e) if e.kind() == ErrorKind::NotFound => panic!(
+            "kubectl is required to render the manifests (`kubectl kustomize`), but it is not on PATH; \
+             install kubectl to run these tests"
+        ),
+        Err(e) => panic!("running kubectl kustomize {}: {e}", dir.display()),
+    };
+    assert!(
+        output.status.success(),
+        "kubectl kustomize {} failed: {}",
+        dir.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = String::from_utf8(output.stdout).expect("kubectl prints UTF-8");
+    parse_yaml_documents(&text, &dir.display().to_string())
+}
+
+/// Parses a file of `manifests/` that is not a kustomization (apiserver and kubelet inputs).
+pub(crate) fn read_manifest(relative: &str) -> Vec<Value> {
+    let path = manifests_dir().join(relative);
+    let text =
+        fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    parse_yaml_documents(&text, relative)
+}
+
+/// The only document of a file of `manifests/`.
+pub(crate) fn read_single_manifest(relative: &str) -> Value {
+    let mut documents = read_manifest(relative);
+    assert_eq!(documents.len(), 1, "{relative}: expected one YAML document");
+    documents.remove(0)
+}
+
+fn parse_yaml_documents(text: &str, origin: &str) -> Vec<Value> {
+    serde_yaml::Deserializer::from_str(text)
+        .map(|document| {
+            Value::deserialize(document).unwrap_or_else(|e| panic!("{origin}: invalid YAML: {e}"))
+        })
+        .filter(|document| !document.is_null())
+        .collect()
+}
+
+/// A string field, or a panic naming the field.
+pub(crate) fn str_at<'a>(value: &'a Value, pointer: &str) -> &'a str {
+    value
+        .pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| panic!("expected a string at {pointer} in {value}"))
+}
+
+/// An array field (absent counts as empty).
+pub(crate) fn array_at<'a>(value: &'a Value, pointer: &str) -> &'a [Value] {
+    value
+        .pointer(pointer)
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice)
+}
+
+/// Strings of an array field.
+pub(crate) fn strings_at(value: &Value, pointer: &str) -> Vec<String> {
+    array_at(value, pointer)
+        .iter()
+        .map(|v| {
+            v.as_str()
+                .unwrap_or_else(|| panic!("expected strings at {pointer}"))
+                .to_owned()
+        })
+        .collect()
+}

@@ -1,0 +1,26 @@
+//! Logging setup: one structured line per request, text or JSON.
+
+use tracing_subscriber::EnvFilter;
+
+/// Log line format.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable `key=value` lines.
+    #[default]
+    Text,
+    /// One JSON object per line, for log pipelines.
+    Json,
+}
+
+/// Installs the global subscriber; `RUST_LOG` overrides the default `info` level.
+pub fn init(format: LogFormat) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    // A second init (tests) keeps the first subscriber.
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+    };
+}

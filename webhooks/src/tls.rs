@@ -1,0 +1,312 @@
+//! Serving certificates: loaded from files and reloaded when they change, or generated for
+//! local use; optional client certificate verification.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use rustls::ServerConfig;
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
+use rustls::sign::CertifiedKey;
+use tokio_util::sync::CancellationToken;
+
+use crate::metrics::Metrics;
+
+/// A certificate or key that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// A file could not be read.
+    #[error("failed to read {path}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A PEM file holds no usable certificate.
+    #[error("no certificate in {0}")]
+    NoCertificate(PathBuf),
+    /// A PEM file holds no usable private key.
+    #[error("no private key in {path}")]
+    NoKey {
+        /// The file.
+        path: PathBuf,
+        /// What the PEM parser said.
+        #[source]
+        source: rustls::pki_types::pem::Error,
+    },
+    /// A malformed PEM section.
+    #[error("malformed PEM in {path}")]
+    Pem {
+        /// The file.
+        path: PathBuf,
+        /// What the PEM parser said.
+        #[source]
+        source: rustls::pki_types::pem::Error,
+    },
+    /// rustls refused the key, the pair or the client CA.
+    #[error("{context}")]
+    Rustls {
+        /// What was being done.
+        context: String,
+        /// What rustls said.
+        #[source]
+        source: rustls::Error,
+    },
+    /// The client CA bundle is unusable.
+    #[error("invalid client CA bundle {path}")]
+    ClientCa {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: rustls::server::VerifierBuilderError,
+    },
+    /// Certificate generation failed.
+    #[error("failed to generate a self-signed certificate")]
+    Generate(#[source] rcgen::Error),
+}
+
+/// The cryptography in use: ring, as one provider for every rustls object.
+pub fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// A certificate chain file and its private key file.
+#[derive(Clone, Debug)]
+pub struct CertificateFiles {
+    /// PEM chain, leaf first.
+    pub cert: PathBuf,
+    /// PEM private key (PKCS#8, PKCS#1 or SEC1).
+    pub key: PathBuf,
+}
+
+impl CertificateFiles {
+    fn read(&self) -> Result<(Vec<u8>, Vec<u8>), TlsError> {
+        Ok((read(&self.cert)?, read(&self.key)?))
+    }
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
+    fs::read(path).map_err(|source| TlsError::Read {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// Parses a PEM chain and key and checks that they belong together.
+pub fn certified_key(
+    files: &CertificateFiles,
+    cert_pem: &[u8],
+    key_pem: &[u8],
+) -> Result<CertifiedKey, TlsError> {
+    let chain = CertificateDer::pem_slice_iter(cert_pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|source| TlsError::Pem {
+            path: files.cert.clone(),
+            source,
+        })?;
+    if chain.is_empty() {
+        return Err(TlsError::NoCertificate(files.cert.clone()));
+    }
+    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|source| TlsError::NoKey {
+        path: files.key.clone(),
+        source,
+    })?;
+    CertifiedKey::from_der(chain, key, &provider()).map_err(|source| TlsError::Rustls {
+        context: format!(
+            "{} and {} are not a usable certificate and key",
+            files.cert.display(),
+            files.key.display()
+        ),
+        source,
+    })
+}
+
+/// Serves whatever certificate it holds now; swapped atomically on reload, so handshakes in
+/// flight keep the pair they started with.
+#[derive(Debug)]
+pub struct ReloadingResolver {
+    current: ArcSwap<CertifiedKey>,
+}
+
+impl ReloadingResolver {
+    /// Starts with `key`.
+    pub fn new(key: CertifiedKey) -> Self {
+        ReloadingResolver {
+            current: ArcSwap::from_pointee(key),
+        }
+    }
+
+    /// Serves `key` from the next handshake on.
+    pub fn replace(&self, key: CertifiedKey) {
+        self.current.store(Arc::new(key));
+    }
+
+    /// The certificate served now, leaf first.
+    pub fn chain(&self) -> Vec<CertificateDer<'static>> {
+        self.current.load().cert.clone()
+    }
+}
+
+impl ResolvesServerCert for ReloadingResolver {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.current.load_full())
+    }
+}
+
+/// Loads `files` into a new resolver.
+pub fn load(files: &CertificateFiles) -> Result<ReloadingResolver, TlsError> {
+    let (cert, key) = files.read()?;
+    Ok(ReloadingResolver::new(certified_key(files, &cert, &key)?))
+}
+
+/// Polls `files` every `interval` and serves a changed pair once it parses; a broken pair is
+/// logged and counted once per change, and the last good pair stays in service.
+///
+/// Polling the contents, rather than watching inodes, catches both an in-place rewrite and the
+/// way kubelet updates a Secret volume (a new timestamped directory and an atomic swap of the
+/// `..data` symlink), which watchers on the old inode miss.
+pub async fn watch(
+    files: CertificateFiles,
+    resolver: Arc<ReloadingResolver>,
+    interval: Duration,
+    metrics: Metrics,
+    stop: CancellationToken,
+) {
+    let mut last = files.read().ok();
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = ticker.tick() => {}
+        }
+        let files_now = files.clone();
+        // File reads block; keep them off the request workers.
+        let read = tokio::task::spawn_blocking(move || files_now.read()).await;
+        let Ok(Ok(contents)) = read else { continue };
+        if last.as_ref() == Some(&contents) {
+            continue;
+        }
+        match certified_key(&files, &contents.0, &contents.1) {
+            Ok(key) => {
+                resolver.replace(key);
+                metrics.cert_reload(true);
+                tracing::info!(cert = %files.cert.display(), "serving certificate reloaded");
+            }
+            Err(err) => {
+                metrics.cert_reload(false);
+                tracing::error!(
+                    error = %crate::server::error_chain(&err),
+                    "new serving certificate is unusable; keeping the previous one"
+                );
+            }
+        }
+        last = Some(contents);
+    }
+}
+
+/// A generated CA and a serving certificate it signed, for local use.
+pub struct SelfSigned {
+    /// The CA certificate, PEM; clients verify the server with it.
+    pub ca_pem: String,
+    /// The serving certificate and key.
+    pub key: CertifiedKey,
+}
+
+/// Generates a CA and a serving certificate for `localhost`, `127.0.0.1` and `::1`.
+pub fn self_signed() -> Result<SelfSigned, TlsError> {
+    use rcgen::{
+        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
+        KeyPair, KeyUsagePurpose,
+    };
+    let ca_key = KeyPair::generate().map_err(TlsError::Generate)?;
+    let mut ca_params = CertificateParams::new(Vec::new()).map_err(TlsError::Generate)?;
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "volume-health-webhook local CA");
+    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    let ca_cert = ca_params.self_signed(&ca_key).map_err(TlsError::Generate)?;
+    let issuer = Issuer::new(ca_params, ca_key);
+
+    let leaf_key = KeyPair::generate().map_err(TlsError::Generate)?;
+    let mut leaf_params = CertificateParams::new(vec![
+        "localhost".to_owned(),
+        "127.0.0.1".to_owned(),
+        "::1".to_owned(),
+    ])
+    .map_err(TlsError::Generate)?;
+    leaf_params
+        .distinguished_name
+        .push(DnType::CommonName, "localhost");
+    leaf_params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    let leaf = leaf_params
+        .signed_by(&leaf_key, &issuer)
+        .map_err(TlsError::Generate)?;
+
+    let chain = vec![leaf.der().clone(), ca_cert.der().clone()];
+    let key = PrivateKeyDer::try_from(leaf_key.serialize_der()).map_err(|e| TlsError::Rustls {
+        context: "generated key".to_owned(),
+        source: rustls::Error::General(e.to_owned()),
+    })?;
+    let key =
+        CertifiedKey::from_der(chain, key, &provider()).map_err(|source| TlsError::Rustls {
+            context: "generated certificate".to_owned(),
+            source,
+        })?;
+    Ok(SelfSigned {
+        ca_pem: ca_cert.pem(),
+        key,
+    })
+}
+
+/// The rustls configuration: TLS 1.2 and 1.3, ALPN `h2` and `http/1.1` (the apiserver's
+/// admission client speaks HTTP/1.1, its authorization client may use h2), and client
+/// certificates required and verified against `client_ca` when given.
+pub fn server_config(
+    resolver: Arc<dyn ResolvesServerCert>,
+    client_ca: Option<&Path>,
+) -> Result<ServerConfig, TlsError> {
+    let provider = provider();
+    let builder = ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|source| TlsError::Rustls {
+            context: "protocol versions".to_owned(),
+            source,
+        })?;
+    let builder = match client_ca {
+        None => builder.with_no_client_auth(),
+        Some(path) => {
+            let pem = read(path)?;
+            let mut roots = rustls::RootCertStore::empty();
+            for cert in CertificateDer::pem_slice_iter(&pem) {
+                let cert = cert.map_err(|source| TlsError::Pem {
+                    path: path.to_owned(),
+                    source,
+                })?;
+                roots.add(cert).map_err(|source| TlsError::Rustls {
+                    context: format!("client CA in {}", path.display()),
+                    source,
+                })?;
+            }
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                .build()
+                .map_err(|source| TlsError::ClientCa {
+                    path: path.to_owned(),
+                    source,
+                })?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut config = builder.with_cert_resolver(resolver);
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(config)
+}

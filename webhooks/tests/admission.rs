@@ -1,0 +1,539 @@
+//! The router in-process, as kube-apiserver calls it: every recorded case, the wire contract,
+//! drop-on-save patches applied to the exact JSON sent, and bad input.
+
+// Test helpers unwrap: a panic here is a failed test with its location.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use base64::Engine;
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+use volume_health_webhooks::gates::FeatureGates;
+use volume_health_webhooks::metrics::Metrics;
+use volume_health_webhooks::{Settings, router};
+
+fn settings(profile: &str) -> Settings {
+    Settings {
+        gates: FeatureGates {
+            csi_volume_health: profile != "gate-off",
+        },
+        authz_deny_on_mismatch: profile == "deny-mismatch",
+        pvc_health_writers: None,
+        max_request_bytes: 7 * 1024 * 1024,
+        request_timeout: Duration::from_secs(10),
+    }
+}
+
+fn app(profile: &str) -> Router {
+    router(&settings(profile), Metrics::new())
+}
+
+async fn post_bytes(app: &Router, path: &str, body: Vec<u8>) -> (StatusCode, Value) {
+    let request = Request::post(path)
+        .header("content-type", "application/json")
+        .body(Body::from(body))
+        .unwrap();
+    let response = app.clone().oneshot(request).await.unwrap();
+    let status = response.status();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    let value = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|_| json!({"raw": String::from_utf8_lossy(&bytes)}));
+    (status, value)
+}
+
+async fn post(app: &Router, path: &str, body: &Value) -> (StatusCode, Value) {
+    post_bytes(app, path, serde_json::to_vec(body).unwrap()).await
+}
+
+fn cases() -> Vec<Value> {
+    let text = include_str!("../../tests/fixtures/admission/cases.json");
+    serde_json::from_str(text).unwrap()
+}
+
+fn case(id: &str) -> Value {
+    cases().into_iter().find(|c| c["id"] == id).unwrap()
+}
+
+fn decode_patch(response: &Value) -> json_patch::Patch {
+    assert_eq!(response["patchType"], "JSONPatch");
+    let b64 = response["patch"]
+        .as_str()
+        .expect("patch is a base64 string");
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(b64)
+        .unwrap();
+    serde_json::from_slice(&bytes).unwrap()
+}
+
+/// Checks an admission answer against a case's expectations, as the apiserver would read it.
+fn check_admission(c: &Value, status: StatusCode, body: &Value) {
+    let id = &c["id"];
+    assert_eq!(status, StatusCode::OK, "{id}: {body}");
+    assert_eq!(body["apiVersion"], "admission.k8s.io/v1", "{id}");
+    assert_eq!(body["kind"], "AdmissionReview", "{id}");
+    let r = &body["response"];
+    assert_eq!(r["uid"], c["body"]["request"]["uid"], "{id}: uid echoed");
+    let e = &c["expect"];
+    assert_eq!(r["allowed"], e["allowed"], "{id}: {r}");
+    let has_patch = r.get("patch").is_some() || r.get("patchType").is_some();
+    if c["endpoint"] == "validate" {
+        assert!(!has_patch, "{id}: a validating answer never patches");
+    }
+    if e["allowed"] == true {
+        if e["patch"] == "apply" {
+            let mut object = c["body"]["request"]["object"].clone();
+            json_patch::patch(&mut object, &decode_patch(r)).unwrap();
+            assert_eq!(object, e["result"], "{id}: patched object");
+        } else {
+            assert!(!has_patch, "{id}: unexpected patch {r}");
+        }
+        return;
+    }
+    let st = &r["status"];
+    assert_eq!(st["code"], e["code"], "{id}: {st}");
+    assert_eq!(st["reason"], e["reason"], "{id}");
+    if let Some(message) = e.get("message") {
+        assert_eq!(&st["message"], message, "{id}");
+    }
+    if e["code"] == 422 {
+        assert_eq!(st["details"]["name"], e["name"], "{id}");
+        let got: Vec<String> = st["details"]["causes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| {
+                format!(
+                    "{}: {}",
+                    x["field"].as_str().unwrap(),
+                    x["message"].as_str().unwrap()
+                )
+            })
+            .collect();
+        let want: Vec<&str> = e["errors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        let prefixes: Vec<&str> = e["error_prefixes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        assert_eq!(got.len(), want.len() + prefixes.len(), "{id}: {got:?}");
+        for w in &want {
+            assert!(got.iter().any(|g| g == w), "{id}: missing {w:?} in {got:?}");
+        }
+        for p in &prefixes {
+            assert!(
+                got.iter().any(|g| g.starts_with(p)),
+                "{id}: no error starting {p:?} in {got:?}"
+            );
+        }
+        if prefixes.is_empty() {
+            let kind = e["kind"].as_str().unwrap();
+            let name = e["name"].as_str().unwrap();
+            let joined = if got.len() == 1 {
+                got[0].clone()
+            } else {
+                format!("[{}]", got.join(", "))
+            };
+            assert_eq!(
+                st["message"],
+                format!("{kind} {name:?} is invalid: {joined}"),
+                "{id}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn every_recorded_case() {
+    let mut checked = HashSet::new();
+    for c in cases() {
+        let app = app(c["profile"].as_str().unwrap());
+        let path = format!("/{}", c["endpoint"].as_str().unwrap());
+        let (status, body) = post(&app, &path, &c["body"]).await;
+        if c["endpoint"] == "authorize" {
+            assert_eq!(status, StatusCode::OK);
+            assert_eq!(body["apiVersion"], c["body"]["apiVersion"]);
+            assert_eq!(body["kind"], "SubjectAccessReview");
+            let st = &body["status"];
+            let decision = match (
+                st["allowed"].as_bool(),
+                st["denied"].as_bool().unwrap_or(false),
+            ) {
+                (Some(true), false) => "allow",
+                (Some(false), true) => "deny",
+                (Some(false), false) => "no-opinion",
+                other => panic!("malformed {other:?}"),
+            };
+            assert_eq!(decision, c["expect"]["decision"], "{}", c["id"]);
+            if decision != "allow" {
+                assert_eq!(
+                    st.get("reason").cloned().unwrap_or(json!("")),
+                    c["expect"]["reason"]
+                );
+            }
+        } else {
+            check_admission(&c, status, &body);
+        }
+        checked.insert(c["id"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(checked.len(), 35, "every case ran");
+}
+
+#[tokio::test]
+async fn dry_run_gets_the_same_answer() {
+    for id in [
+        "pod-name-required",
+        "drop-pod-status-new",
+        "nr-pod-status-other-node",
+        "pod-valid",
+    ] {
+        let mut c = case(id);
+        c["body"]["request"]["dryRun"] = json!(true);
+        let app = app(c["profile"].as_str().unwrap());
+        let (status, body) = post(
+            &app,
+            &format!("/{}", c["endpoint"].as_str().unwrap()),
+            &c["body"],
+        )
+        .await;
+        check_admission(&c, status, &body);
+    }
+}
+
+#[tokio::test]
+async fn delete_connect_and_unknown_resources_are_allowed_unchanged() {
+    let c = case("pod-name-required");
+    for endpoint in ["/validate", "/mutate"] {
+        for profile in ["gate-on", "gate-off"] {
+            let app = app(profile);
+            let mut delete = c["body"].clone();
+            delete["request"]["operation"] = json!("DELETE");
+            delete["request"]["oldObject"] = delete["request"]["object"].take();
+            delete["request"]["object"] = Value::Null;
+            let (status, body) = post(&app, endpoint, &delete).await;
+            assert_eq!(status, StatusCode::OK);
+            assert_eq!(
+                body["response"],
+                json!({"uid": c["body"]["request"]["uid"], "allowed": true})
+            );
+
+            let mut connect = c["body"].clone();
+            connect["request"]["operation"] = json!("CONNECT");
+            let (_, body) = post(&app, endpoint, &connect).await;
+            assert_eq!(body["response"]["allowed"], true);
+            assert!(body["response"].get("patch").is_none());
+
+            let mut configmap = c["body"].clone();
+            configmap["request"]["resource"] =
+                json!({"group": "", "version": "v1", "resource": "configmaps"});
+            configmap["request"]["kind"] =
+                json!({"group": "", "version": "v1", "kind": "ConfigMap"});
+            let (_, body) = post(&app, endpoint, &configmap).await;
+            assert_eq!(
+                body["response"],
+                json!({"uid": c["body"]["request"]["uid"], "allowed": true})
+            );
+        }
+    }
+}
+
+/// Every drop-on-save patch applies to the JSON exactly as sent (unknown fields, odd key
+/// order, other status fields) and removes the gated field and nothing else.
+#[tokio::test]
+async fn patches_touch_only_the_gated_path() {
+    let app = app("gate-off");
+    let objects = [
+        (
+            "pods",
+            "",
+            "Pod",
+            "/status/volumeHealth",
+            json!({"zz": 1, "metadata": {"name": "foo", "namespace": "d", "annotations": {"a/b~c": "x"}},
+                "status": {"volumeHealth": [{"name": "vol"}], "phase": "Running", "futureField": {"x": [1, 2]}},
+                "spec": {"volumes": [{"name": "vol"}], "unknownSpec": true}}),
+        ),
+        (
+            "persistentvolumeclaims",
+            "",
+            "PersistentVolumeClaim",
+            "/status/healthStatus",
+            json!({"metadata": {"name": "c", "namespace": "d"}, "status": {"healthStatus": {}, "capacity": {"storage": "1Gi"}}}),
+        ),
+        (
+            "csinodes",
+            "storage.k8s.io",
+            "CSINode",
+            "/status/storageHealth",
+            json!({"metadata": {"name": "n"}, "spec": {"drivers": []},
+                "status": {"storageHealth": [{"name": "x"}], "somethingNew": "kept"}}),
+        ),
+    ];
+    for (resource, group, kind, pointer, object) in objects {
+        for (operation, sub) in [("CREATE", ""), ("UPDATE", ""), ("UPDATE", "status")] {
+            let old = if operation == "UPDATE" {
+                let mut old = object.clone();
+                old["status"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove(pointer.rsplit('/').next().unwrap());
+                old
+            } else {
+                Value::Null
+            };
+            let mut request = json!({
+                "uid": "u-1", "kind": {"group": group, "version": "v1", "kind": kind},
+                "resource": {"group": group, "version": "v1", "resource": resource},
+                "name": object["metadata"]["name"], "operation": operation,
+                "userInfo": {"username": "alice"}, "object": object, "oldObject": old,
+            });
+            if !sub.is_empty() {
+                request["subResource"] = json!(sub);
+            }
+            let review = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request});
+            let (status, body) = post(&app, "/mutate", &review).await;
+            assert_eq!(status, StatusCode::OK);
+            let r = &body["response"];
+            assert_eq!(r["allowed"], true);
+            let patch = decode_patch(r);
+            assert_eq!(patch.0.len(), 1, "one operation");
+            let mut patched = object.clone();
+            json_patch::patch(&mut patched, &patch).unwrap();
+            let mut expected = object.clone();
+            expected["status"]
+                .as_object_mut()
+                .unwrap()
+                .remove(pointer.rsplit('/').next().unwrap());
+            assert_eq!(patched, expected, "{resource} {operation} {sub}");
+            assert!(
+                r["warnings"][0]
+                    .as_str()
+                    .unwrap()
+                    .contains("feature gate CSIVolumeHealth is disabled")
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn no_patch_when_nothing_is_removed() {
+    let app = app("gate-off");
+    let c = case("drop-pod-status-new");
+    let mut review = c["body"].clone();
+    for empty in [json!([]), Value::Null] {
+        review["request"]["object"]["status"]["volumeHealth"] = empty;
+        let (_, body) = post(&app, "/mutate", &review).await;
+        assert_eq!(
+            body["response"],
+            json!({"uid": review["request"]["uid"], "allowed": true})
+        );
+    }
+    review["request"]["object"]["status"]
+        .as_object_mut()
+        .unwrap()
+        .remove("volumeHealth");
+    let (_, body) = post(&app, "/mutate", &review).await;
+    assert_eq!(
+        body["response"],
+        json!({"uid": review["request"]["uid"], "allowed": true})
+    );
+}
+
+#[tokio::test]
+async fn csinode_status_by_node_while_gated() {
+    let app = app("gate-off");
+    let mut review = case("nr-csinode-status-own-node-ok")["body"].clone();
+    let (_, body) = post(&app, "/validate", &review).await;
+    assert_eq!(body["response"]["allowed"], false);
+    assert_eq!(body["response"]["status"]["code"], 403);
+    assert_eq!(
+        body["response"]["status"]["message"],
+        "csinodes.storage.k8s.io \"node1\" is forbidden: csinodes/status is disabled by feature gate CSIVolumeHealth"
+    );
+    review["request"]["userInfo"] =
+        json!({"username": "system:admin", "groups": ["system:masters"]});
+    let (_, body) = post(&app, "/validate", &review).await;
+    assert_eq!(body["response"]["allowed"], true);
+}
+
+#[tokio::test]
+async fn pvc_health_writers() {
+    let mut s = settings("gate-on");
+    s.pvc_health_writers = Some(HashSet::from([
+        "system:serviceaccount:kube-system:health-monitor".to_owned(),
+    ]));
+    let app = router(&s, Metrics::new());
+    let mut review = case("pvc-valid")["body"].clone();
+    let (_, body) = post(&app, "/validate", &review).await;
+    assert_eq!(body["response"]["status"]["code"], 403);
+    assert_eq!(
+        body["response"]["status"]["message"],
+        "persistentvolumeclaims \"claim\" is forbidden: user \"system:admin\" is not allowed to update status.healthStatus"
+    );
+    review["request"]["userInfo"] = json!({"username": "system:serviceaccount:kube-system:health-monitor",
+                                           "groups": ["system:serviceaccounts"]});
+    let (_, body) = post(&app, "/validate", &review).await;
+    assert_eq!(body["response"]["allowed"], true);
+}
+
+#[tokio::test]
+async fn malformed_reviews_get_400_with_a_clear_message() {
+    let app = app("gate-on");
+    let valid = case("pod-valid")["body"].clone();
+    let mut no_uid = valid.clone();
+    no_uid["request"]["uid"] = json!("");
+    let mut v1beta1 = valid.clone();
+    v1beta1["apiVersion"] = json!("admission.k8s.io/v1beta1");
+    let mut bad_op = valid.clone();
+    bad_op["request"]["operation"] = json!("UPSERT");
+    let cases: Vec<(Vec<u8>, &str)> = vec![
+        (b"".to_vec(), "request body is not an AdmissionReview"),
+        (b"{".to_vec(), "request body is not an AdmissionReview"),
+        (
+            b"\xff\xfe".to_vec(),
+            "request body is not an AdmissionReview",
+        ),
+        (b"null".to_vec(), "request body is not an AdmissionReview"),
+        (
+            br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#.to_vec(),
+            "AdmissionReview has no request",
+        ),
+        (
+            br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":7}}"#
+                .to_vec(),
+            "request body is not an AdmissionReview",
+        ),
+        (
+            serde_json::to_vec(&no_uid).unwrap(),
+            "AdmissionReview request has no uid",
+        ),
+        (
+            serde_json::to_vec(&v1beta1).unwrap(),
+            "expected kind AdmissionReview in admission.k8s.io/v1, got \"AdmissionReview\" in \"admission.k8s.io/v1beta1\"",
+        ),
+        (
+            serde_json::to_vec(&bad_op).unwrap(),
+            "AdmissionReview request has unknown operation \"UPSERT\"",
+        ),
+        (
+            br#"{"apiVersion":"authorization.k8s.io/v1","kind":"SubjectAccessReview","spec":{}}"#
+                .to_vec(),
+            "expected kind AdmissionReview",
+        ),
+    ];
+    for endpoint in ["/validate", "/mutate"] {
+        for (body, message) in &cases {
+            let (status, answer) = post_bytes(&app, endpoint, body.clone()).await;
+            assert_eq!(
+                status,
+                StatusCode::BAD_REQUEST,
+                "{endpoint} {}",
+                String::from_utf8_lossy(body)
+            );
+            assert_eq!(answer["code"], 400);
+            assert_eq!(answer["reason"], "BadRequest");
+            assert!(
+                answer["message"].as_str().unwrap().starts_with(message),
+                "{answer}"
+            );
+        }
+    }
+    let (status, answer) = post_bytes(&app, "/authorize", b"{}".to_vec()).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        answer["message"]
+            .as_str()
+            .unwrap()
+            .contains("SubjectAccessReview"),
+        "{answer}"
+    );
+}
+
+#[tokio::test]
+async fn an_undecodable_object_is_denied_in_band() {
+    let app = app("gate-on");
+    let mut review = case("pod-valid")["body"].clone();
+    review["request"]["object"]["status"]["volumeHealth"] = json!("not a list");
+    for endpoint in ["/validate", "/mutate"] {
+        let (status, body) = post(&app, endpoint, &review).await;
+        assert_eq!(
+            status,
+            StatusCode::OK,
+            "the review itself is fine: answer it"
+        );
+        assert_eq!(body["response"]["allowed"], false);
+        assert_eq!(body["response"]["status"]["code"], 400);
+        let message = body["response"]["status"]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with("failed to decode object as Pod: invalid type"),
+            "{message}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn oversized_bodies_get_413() {
+    let mut s = settings("gate-on");
+    s.max_request_bytes = 64 * 1024;
+    let app = router(&s, Metrics::new());
+    let mut review = case("pod-valid")["body"].clone();
+    review["request"]["object"]["metadata"]["annotations"] = json!({"big": "x".repeat(70 * 1024)});
+    for endpoint in ["/validate", "/mutate", "/authorize"] {
+        let (status, body) = post(&app, endpoint, &review).await;
+        assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{endpoint}");
+        assert_eq!(
+            body["message"],
+            "request body is larger than --max-request-bytes"
+        );
+    }
+    review["request"]["object"]["metadata"]["annotations"] = json!({"big": "x".repeat(60 * 1024)});
+    let (status, _) = post(&app, "/validate", &review).await;
+    assert_eq!(status, StatusCode::OK, "just under the limit");
+}
+
+#[tokio::test]
+async fn wrong_method_and_path() {
+    let app = app("gate-on");
+    let response = app
+        .clone()
+        .oneshot(Request::get("/validate").body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::METHOD_NOT_ALLOWED);
+    let response = app
+        .oneshot(Request::post("/admit").body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn requests_are_counted_by_endpoint_resource_operation_and_decision() {
+    let metrics = Metrics::new();
+    let app = router(&settings("gate-on"), metrics.clone());
+    post(&app, "/validate", &case("pod-name-required")["body"]).await;
+    post(&app, "/validate", &case("pod-valid")["body"]).await;
+    post(&app, "/validate", &case("pod-valid")["body"]).await;
+    post(&app, "/authorize", &case("authz-status-update-own")["body"]).await;
+    post_bytes(&app, "/mutate", b"{".to_vec()).await;
+    let text = metrics.encode();
+    for line in [
+        r#"volume_health_webhook_requests_total{endpoint="validate",resource="pods",operation="UPDATE",decision="invalid"} 1"#,
+        r#"volume_health_webhook_requests_total{endpoint="validate",resource="pods",operation="UPDATE",decision="allowed"} 2"#,
+        r#"volume_health_webhook_requests_total{endpoint="authorize",resource="csinodes",operation="update",decision="allow"} 1"#,
+        r#"volume_health_webhook_requests_total{endpoint="mutate",resource="unknown",operation="unknown",decision="bad_request"} 1"#,
+        r#"volume_health_webhook_request_duration_seconds_bucket{le="0.0001",endpoint="validate",decision="allowed"}"#,
+    ] {
+        assert!(text.contains(line), "missing {line}\n{text}");
+    }
+}
