@@ -1,4 +1,4 @@
-//! The decision table of SPEC 5: the CSINode branch of the Node authorizer, extended for
+//! The decision table: the CSINode branch of the Node authorizer, extended for
 //! `csinodes/status`.
 
 use volume_health_validation::GoQuoted;

@@ -1,4 +1,4 @@
-//! The SPEC 5 table, spoofing attempts, both API versions, malformed bodies, and an exhaustive
+//! The decision table, spoofing attempts, both API versions, malformed bodies, and an exhaustive
 //! check that nothing outside the table is ever allowed.
 
 // Test helpers unwrap: a panic here is a failed test with its location.

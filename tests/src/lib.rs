@@ -1,1 +1,4 @@
-//! Shared helpers for the end-to-end tests under `tests/tests/`.
+//! Shared helpers for the end-to-end tests under `tests/tests/` and the load benchmark under
+//! `tests/benches/`.
+
+pub mod bench_requests;

@@ -122,8 +122,7 @@ fn covered(subresource: &str) -> bool {
     matches!(subresource, "" | "status")
 }
 
-/// The validating webhook's decision: node restriction (SPEC 4) first, then field validation
-/// (SPEC 2) of the new object against the old one.
+/// The validating webhook's decision: node restriction first, then field validation of the new object against the old one.
 pub fn validate_admission(
     input: &AdmissionInput<'_>,
     policy: &RestrictionPolicy,
@@ -238,7 +237,7 @@ fn invalid_or_allowed(
     }
 }
 
-/// Drop on save (SPEC 3): the JSON Pointer of the gated field to remove from `object`, or `None`
+/// Drop on save: the JSON Pointer of the gated field to remove from `object`, or `None`
 /// when nothing is removed. With the gate off, a new value is dropped unless the old object
 /// already uses the field (present for a claim's `healthStatus`, a non-empty list otherwise).
 pub fn gated_field_to_drop(
@@ -415,7 +414,7 @@ struct GatedStatusView {
 }
 
 impl GatedView {
-    /// SPEC 3's "in use": a claim's `healthStatus` is non-null; a list is non-empty. The same
+    /// "In use": a claim's `healthStatus` is non-null; a list is non-empty. The same
     /// test tells whether a new object carries a value worth dropping: an empty list or `null`
     /// decodes to the same typed object as an absent field, so removing it would change nothing.
     fn in_use(&self, resource: HealthResource) -> bool {

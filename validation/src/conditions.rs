@@ -1,4 +1,4 @@
-//! Health condition lists: the rules shared by PVC, Pod and CSINode health (SPEC 2.2, 2.4).
+//! Health condition lists: the rules shared by PVC, Pod and CSINode health.
 
 use k8s_openapi::api::core::v1::VolumeHealthCondition;
 use k8s_openapi::api::storage::v1::StorageHealthCondition;
@@ -31,7 +31,7 @@ pub const ACCESS_MODES: &[&str] = &[
 /// Supported `StorageHealthCondition.volumeMode` values, sorted.
 pub const VOLUME_MODES: &[&str] = &["Block", "Filesystem"];
 
-/// Errors of one object, kept in two runs so that handwritten checks come first (SPEC 2.5).
+/// Errors of one object, kept in two runs so that handwritten checks come first.
 #[derive(Debug, Default)]
 pub(crate) struct Errors {
     pub(crate) handwritten: ErrorList,

@@ -1,4 +1,4 @@
-//! CSINode `status.storageHealth` (SPEC 2.4).
+//! CSINode `status.storageHealth`.
 
 use k8s_openapi::api::storage::v1::{CSINode, StorageHealth};
 

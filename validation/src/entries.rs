@@ -1,5 +1,5 @@
 //! Lists of health entries keyed by name: Pod `status.volumeHealth` and CSINode
-//! `status.storageHealth` (SPEC 2.3, 2.4).
+//! `status.storageHealth`.
 
 use k8s_openapi::api::core::v1::{PodVolumeHealth, VolumeHealthCondition};
 use k8s_openapi::api::storage::v1::{StorageHealth, StorageHealthCondition};

@@ -76,3 +76,8 @@ pub use status::{bad_request_status, forbidden_status, invalid_message, invalid_
 
 #[cfg(test)]
 mod tests;
+
+/// The README's examples, compiled and run as doc tests.
+#[doc = include_str!("../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -1,4 +1,4 @@
-//! Pod `status.volumeHealth` (SPEC 2.3).
+//! Pod `status.volumeHealth`.
 
 use k8s_openapi::api::core::v1::{Pod, PodVolumeHealth};
 

@@ -1,4 +1,4 @@
-//! PersistentVolumeClaim `status.healthStatus` (SPEC 2.2).
+//! PersistentVolumeClaim `status.healthStatus`.
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, VolumeHealthStatus};
 

@@ -1,4 +1,4 @@
-//! NodeRestriction-style rules for writes of volume health (SPEC 4), as pure decisions.
+//! NodeRestriction-style rules for writes of volume health, as pure decisions.
 
 use std::collections::HashSet;
 

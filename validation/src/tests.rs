@@ -1,4 +1,4 @@
-//! Rule tables: every rule of SPEC 2 and its boundaries, run through the raw-JSON entry point
+//! Rule tables: every field rule and its boundaries, run through the raw-JSON entry point
 //! and, for parity, through the typed API.
 
 use serde_json::{Value, json};

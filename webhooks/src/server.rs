@@ -185,6 +185,10 @@ impl Server {
             ca_pem: _,
         } = self;
         let stop_background = CancellationToken::new();
+        let health_addr = health
+            .local_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_else(|_| health_addr_string(&config));
 
         let health_app = health::router(readiness.clone(), metrics.clone());
         let health_stop = stop_background.clone();
@@ -213,7 +217,7 @@ impl Server {
         let limit = Arc::new(Semaphore::new(config.max_connections.max(1)));
         tracing::info!(
             secure = %secure.local_addr().map(|a| a.to_string()).unwrap_or_default(),
-            health = %health_addr_string(&config),
+            health = %health_addr,
             gates = %config.settings.gates,
             "serving"
         );
@@ -312,7 +316,17 @@ async fn serve_connection(
     watcher: hyper_util::server::graceful::Watcher,
     header_timeout: Duration,
 ) {
-    let mut builder = auto::Builder::new(TokioExecutor::new());
+    // The protocol is the one negotiated by ALPN. Sniffing the connection preface instead (the
+    // auto builder's default) waits, without any timeout, for 24 bytes that a silent or slow
+    // client never sends, holding a connection slot forever. HTTP/2 over TLS always uses ALPN
+    // (RFC 9113, section 3.2), so no ALPN means HTTP/1.1.
+    let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
+    let builder = auto::Builder::new(TokioExecutor::new());
+    let mut builder = if h2 {
+        builder.http2_only()
+    } else {
+        builder.http1_only()
+    };
     builder
         .http1()
         .timer(TokioTimer::new())

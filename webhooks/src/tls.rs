@@ -173,6 +173,11 @@ pub fn load(files: &CertificateFiles) -> Result<ReloadingResolver, TlsError> {
 /// Polling the contents, rather than watching inodes, catches both an in-place rewrite and the
 /// way kubelet updates a Secret volume (a new timestamped directory and an atomic swap of the
 /// `..data` symlink), which watchers on the old inode miss.
+///
+/// The certificate and the key are two files, read one after the other, so a poll can catch
+/// a rotation half done (the new certificate with the old key). A pair that does not load is
+/// therefore only reported once the same contents are read again on the next poll; a rotation
+/// caught half done loads on that poll instead and is never reported as a failure.
 pub async fn watch(
     files: CertificateFiles,
     resolver: Arc<ReloadingResolver>,
@@ -180,7 +185,10 @@ pub async fn watch(
     metrics: Metrics,
     stop: CancellationToken,
 ) {
+    // The contents last acted on: served, or reported as broken.
     let mut last = files.read().ok();
+    // Contents that did not load on the previous poll and are not reported yet.
+    let mut unsettled: Option<(Vec<u8>, Vec<u8>)> = None;
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -191,8 +199,18 @@ pub async fn watch(
         let files_now = files.clone();
         // File reads block; keep them off the request workers.
         let read = tokio::task::spawn_blocking(move || files_now.read()).await;
-        let Ok(Ok(contents)) = read else { continue };
+        let contents = match read {
+            Ok(Ok(contents)) => contents,
+            Ok(Err(err)) => {
+                // Missing files are normal for an instant during some rotations; a file that
+                // stays unreadable is worth a line at debug level, the old pair still serves.
+                tracing::debug!(error = %crate::server::error_chain(&err), "certificate files unreadable");
+                continue;
+            }
+            Err(_) => continue,
+        };
         if last.as_ref() == Some(&contents) {
+            unsettled = None;
             continue;
         }
         match certified_key(&files, &contents.0, &contents.1) {
@@ -200,16 +218,26 @@ pub async fn watch(
                 resolver.replace(key);
                 metrics.cert_reload(true);
                 tracing::info!(cert = %files.cert.display(), "serving certificate reloaded");
+                last = Some(contents);
+                unsettled = None;
             }
-            Err(err) => {
+            Err(err) if unsettled.as_ref() == Some(&contents) => {
                 metrics.cert_reload(false);
                 tracing::error!(
                     error = %crate::server::error_chain(&err),
                     "new serving certificate is unusable; keeping the previous one"
                 );
+                last = Some(contents);
+                unsettled = None;
+            }
+            Err(err) => {
+                tracing::debug!(
+                    error = %crate::server::error_chain(&err),
+                    "new certificate files do not load yet; checking again on the next poll"
+                );
+                unsettled = Some(contents);
             }
         }
-        last = Some(contents);
     }
 }
 

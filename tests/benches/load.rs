@@ -1,0 +1,568 @@
+//! End-to-end load benchmark of the webhook server against a baseline on the same stack.
+//!
+//! Starts the release `volume-health-webhook` (gate `CSIVolumeHealth` on, logging at its
+//! default level into `/dev/null`) and `baseline-webhook` (the same tokio + rustls + hyper +
+//! axum stack answering every body with a fixed review), both with one generated certificate.
+//! Then, per endpoint, it drives them in alternating rounds (baseline, server, baseline, ...)
+//! from 32 persistent HTTP/1.1 keep-alive connections over TLS, as kube-apiserver's admission
+//! client does, so that noise from other work on the machine hits both alike. It prints the
+//! server's throughput as a share of the baseline's, latency percentiles, errors (transport
+//! failures, non-200 answers, answers that do not allow) and the server's peak RSS.
+//!
+//! The server binary is `VOLUME_HEALTH_WEBHOOK_BIN` when set, else `volume-health-webhook` in
+//! the profile directory of this benchmark (`make bench` builds it first).
+
+// A benchmark: a failed setup step should stop the run loudly.
+#![allow(clippy::unwrap_used)]
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty, Full};
+use hyper::client::conn::http1::{self, SendRequest};
+use hyper::{Request, StatusCode, header};
+use hyper_util::rt::TokioIo;
+use rustls::pki_types::{CertificateDer, ServerName};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+use volume_health_tests::bench_requests;
+
+/// Concurrent keep-alive connections to each server.
+const CONNECTIONS: usize = 32;
+/// Measured rounds per server and endpoint.
+const ROUNDS: usize = 5;
+/// Length of one round.
+const ROUND: Duration = Duration::from_millis(1500);
+/// Unmeasured load on each server and endpoint before the rounds.
+const WARMUP: Duration = Duration::from_millis(500);
+/// Largest acceptable p99 latency of the server.
+const P99_TARGET: Duration = Duration::from_millis(5);
+/// Largest acceptable peak RSS of the server.
+const RSS_TARGET_KIB: u64 = 64 * 1024;
+
+struct Endpoint {
+    label: &'static str,
+    path: &'static str,
+    body: Bytes,
+    /// Least acceptable throughput as a share of the baseline's.
+    min_ratio: f64,
+}
+
+/// One server under load.
+struct Target {
+    name: &'static str,
+    addr: SocketAddr,
+    connections: Vec<Option<SendRequest<Full<Bytes>>>>,
+}
+
+/// What the rounds of one server on one endpoint measured.
+#[derive(Default)]
+struct Tally {
+    requests: u64,
+    errors: u64,
+    elapsed: Duration,
+    latencies_us: Vec<u32>,
+    /// Requests per second of each round.
+    round_rates: Vec<f64>,
+}
+
+impl Tally {
+    fn rate(&self) -> f64 {
+        self.requests as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    fn percentile(&mut self, p: f64) -> Duration {
+        if self.latencies_us.is_empty() {
+            return Duration::ZERO;
+        }
+        self.latencies_us.sort_unstable();
+        let rank = ((self.latencies_us.len() as f64 * p).ceil() as usize).max(1) - 1;
+        Duration::from_micros(u64::from(self.latencies_us[rank]))
+    }
+}
+
+/// Kills and reaps a child process when dropped, so a panic leaves nothing running.
+struct Reaped(Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; there are no options to read.
+    let cpus = std::thread::available_parallelism().map_or(0, usize::from);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let failed = runtime.block_on(run(cpus));
+    if failed {
+        std::process::exit(1);
+    }
+}
+
+async fn run(cpus: usize) -> bool {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = write_certificate(dir.path());
+    let cert = dir.path().join("tls.crt");
+    let key = dir.path().join("tls.key");
+
+    let server_bin = server_binary();
+    let (secure_port, health_port) = (free_port(), free_port());
+    let server = Reaped(
+        Command::new(&server_bin)
+            .args(["serve", "--bind-address", "127.0.0.1"])
+            .arg(format!("--secure-port={secure_port}"))
+            .arg(format!("--health-port={health_port}"))
+            .arg("--tls-cert-file")
+            .arg(&cert)
+            .arg("--tls-private-key-file")
+            .arg(&key)
+            .arg("--feature-gates=CSIVolumeHealth=true")
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|err| panic!("starting {}: {err}", server_bin.display())),
+    );
+    let mut baseline = Reaped(
+        Command::new(env!("CARGO_BIN_EXE_baseline-webhook"))
+            .arg("--tls-cert-file")
+            .arg(&cert)
+            .arg("--tls-private-key-file")
+            .arg(&key)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let baseline_addr = {
+        let stdout = baseline.0.stdout.take().unwrap();
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).unwrap();
+        line.trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("baseline-webhook printed {line:?}"))
+            .parse::<SocketAddr>()
+            .unwrap()
+    };
+    wait_ready(SocketAddr::from(([127, 0, 0, 1], health_port)), &server_bin).await;
+
+    let connector = client_tls(ca);
+    let mut targets = [
+        Target::connect("baseline", baseline_addr, &connector).await,
+        Target::connect(
+            "server",
+            SocketAddr::from(([127, 0, 0, 1], secure_port)),
+            &connector,
+        )
+        .await,
+    ];
+
+    let endpoints = [
+        Endpoint {
+            label: "pod status /validate",
+            path: "/validate",
+            body: bench_requests::pod_status_update().into(),
+            min_ratio: 0.75,
+        },
+        Endpoint {
+            label: "pod status /mutate",
+            path: "/mutate",
+            body: bench_requests::pod_status_update().into(),
+            min_ratio: 0.75,
+        },
+        Endpoint {
+            label: "CSINode status /validate",
+            path: "/validate",
+            body: bench_requests::csinode_status_update().into(),
+            min_ratio: 0.9,
+        },
+        Endpoint {
+            label: "SAR /authorize",
+            path: "/authorize",
+            body: bench_requests::kubelet_csinode_status_access().into(),
+            min_ratio: 0.9,
+        },
+    ];
+
+    println!(
+        "load benchmark: {cpus} CPUs; {CONNECTIONS} keep-alive HTTP/1.1 connections over TLS per server; \
+         per endpoint {ROUNDS} rounds of {} ms per server, alternating baseline and server, after {} ms warm-up each",
+        ROUND.as_millis(),
+        WARMUP.as_millis()
+    );
+    println!("server: {}", server_bin.display());
+
+    let mut results = Vec::new();
+    for endpoint in &endpoints {
+        for target in &mut targets {
+            target
+                .load(endpoint, WARMUP, &connector, &mut Tally::default())
+                .await;
+        }
+        let mut tallies = [Tally::default(), Tally::default()];
+        for _ in 0..ROUNDS {
+            for (target, tally) in targets.iter_mut().zip(&mut tallies) {
+                target.load(endpoint, ROUND, &connector, tally).await;
+            }
+        }
+        results.push(tallies);
+    }
+
+    let server_rss = peak_rss_kib(server.0.id());
+    let baseline_rss = peak_rss_kib(baseline.0.id());
+    report(&endpoints, &mut results, server_rss, baseline_rss)
+}
+
+/// Prints the table and the verdicts; true when a target is missed or a request failed.
+fn report(
+    endpoints: &[Endpoint],
+    results: &mut [[Tally; 2]],
+    server_rss: Option<u64>,
+    baseline_rss: Option<u64>,
+) -> bool {
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    let mib = |kib: Option<u64>| kib.map_or("?".to_owned(), |k| format!("{:.1}", k as f64 / 1024.0));
+    println!();
+    println!(
+        "{:<26} {:>8} {:>10} {:>10} {:>6} {:>13} {:>8} {:>8} {:>8} {:>8} {:>7}",
+        "endpoint",
+        "body KB",
+        "base req/s",
+        "srv req/s",
+        "ratio",
+        "round ratios",
+        "base p50",
+        "base p99",
+        "srv p50",
+        "srv p99",
+        "errors"
+    );
+    let mut lines = Vec::new();
+    let mut failed = false;
+    for (endpoint, [base, srv]) in endpoints.iter().zip(results.iter_mut()) {
+        let ratio = srv.rate() / base.rate().max(1e-9);
+        let round_ratios: Vec<f64> = srv
+            .round_rates
+            .iter()
+            .zip(&base.round_rates)
+            .map(|(s, b)| s / b.max(1e-9))
+            .collect();
+        let lo = round_ratios.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = round_ratios.iter().copied().fold(0.0, f64::max);
+        let (bp50, bp99) = (base.percentile(0.5), base.percentile(0.99));
+        let (p50, p99) = (srv.percentile(0.5), srv.percentile(0.99));
+        let errors = base.errors + srv.errors;
+        println!(
+            "{:<26} {:>8.1} {:>10.0} {:>10.0} {:>6.2} {:>13} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>7}",
+            endpoint.label,
+            endpoint.body.len() as f64 / 1024.0,
+            base.rate(),
+            srv.rate(),
+            ratio,
+            format!("{lo:.2}-{hi:.2}"),
+            ms(bp50),
+            ms(bp99),
+            ms(p50),
+            ms(p99),
+            format!("{}/{}", srv.errors, base.errors),
+        );
+        let met = ratio >= endpoint.min_ratio
+            && p99 <= P99_TARGET
+            && errors == 0
+            && server_rss.is_some_and(|r| r <= RSS_TARGET_KIB);
+        failed |= errors > 0;
+        lines.push(format!(
+            "{}: {} ratio {ratio:.2} (target >= {:.2}), p50 {:.2} ms, p99 {:.2} ms (target <= {} ms), errors {errors}, server peak RSS {} MiB (target <= {} MiB)",
+            endpoint.label,
+            if met { "MET" } else { "MISSED" },
+            endpoint.min_ratio,
+            ms(p50),
+            ms(p99),
+            P99_TARGET.as_millis(),
+            mib(server_rss),
+            RSS_TARGET_KIB / 1024,
+        ));
+    }
+    println!("errors are server/baseline; latencies in ms; round ratios: lowest-highest of the server/baseline pairs");
+    println!(
+        "peak RSS (VmHWM): server {} MiB, baseline {} MiB",
+        mib(server_rss),
+        mib(baseline_rss)
+    );
+    println!();
+    for line in lines {
+        println!("{line}");
+    }
+    failed
+}
+
+impl Target {
+    async fn connect(name: &'static str, addr: SocketAddr, connector: &TlsConnector) -> Self {
+        let mut connections = Vec::with_capacity(CONNECTIONS);
+        for _ in 0..CONNECTIONS {
+            let sender = connect(addr, connector)
+                .await
+                .unwrap_or_else(|err| panic!("connecting to the {name} at {addr}: {err}"));
+            connections.push(Some(sender));
+        }
+        Target {
+            name,
+            addr,
+            connections,
+        }
+    }
+
+    /// Drives every connection for `length`, adding to `tally`.
+    async fn load(
+        &mut self,
+        endpoint: &Endpoint,
+        length: Duration,
+        connector: &TlsConnector,
+        tally: &mut Tally,
+    ) {
+        let started = Instant::now();
+        let deadline = started + length;
+        let workers: Vec<_> = self
+            .connections
+            .drain(..)
+            .map(|sender| {
+                tokio::spawn(drive(
+                    sender,
+                    self.addr,
+                    connector.clone(),
+                    endpoint.path,
+                    endpoint.body.clone(),
+                    deadline,
+                ))
+            })
+            .collect();
+        let before = tally.requests;
+        for worker in workers {
+            let (sender, done) = worker.await.unwrap();
+            self.connections.push(sender);
+            tally.requests += done.requests;
+            tally.errors += done.errors;
+            tally.latencies_us.extend(done.latencies_us);
+        }
+        let elapsed = started.elapsed();
+        tally.elapsed += elapsed;
+        tally
+            .round_rates
+            .push((tally.requests - before) as f64 / elapsed.as_secs_f64());
+        if tally.errors > 0 && tally.requests == before {
+            eprintln!("{}: every request of a round failed", self.name);
+        }
+    }
+}
+
+/// Sends `body` to `path` over one connection, one request at a time, until `deadline`;
+/// reconnects after a transport error.
+async fn drive(
+    mut sender: Option<SendRequest<Full<Bytes>>>,
+    addr: SocketAddr,
+    connector: TlsConnector,
+    path: &'static str,
+    body: Bytes,
+    deadline: Instant,
+) -> (Option<SendRequest<Full<Bytes>>>, Tally) {
+    let mut tally = Tally::default();
+    while Instant::now() < deadline {
+        let Some(connection) = sender.as_mut() else {
+            match connect(addr, &connector).await {
+                Ok(new) => sender = Some(new),
+                Err(err) => {
+                    tally.errors += 1;
+                    eprintln!("reconnecting to {addr}: {err}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+            continue;
+        };
+        let request = Request::post(path)
+            .header(header::HOST, "localhost")
+            .header(header::CONTENT_TYPE, "application/json")
+            .header(header::ACCEPT, "application/json")
+            .body(Full::new(body.clone()))
+            .unwrap();
+        let sent = Instant::now();
+        let answer = async {
+            connection.ready().await?;
+            let response = connection.send_request(request).await?;
+            let status = response.status();
+            let body = response.into_body().collect().await?.to_bytes();
+            Ok::<_, hyper::Error>((status, body))
+        }
+        .await;
+        let latency = sent.elapsed();
+        match answer {
+            Ok((status, body)) => {
+                tally.requests += 1;
+                tally
+                    .latencies_us
+                    .push(u32::try_from(latency.as_micros()).unwrap_or(u32::MAX));
+                if status != StatusCode::OK || !allows(&body) {
+                    tally.errors += 1;
+                    if tally.errors == 1 {
+                        eprintln!(
+                            "{addr}{path}: unexpected answer {status}: {}",
+                            String::from_utf8_lossy(&body)
+                        );
+                    }
+                }
+            }
+            Err(err) => {
+                tally.errors += 1;
+                eprintln!("{addr}{path}: {err}");
+                sender = None;
+            }
+        }
+    }
+    (sender, tally)
+}
+
+/// Whether an AdmissionReview or SubjectAccessReview answer allows the request.
+fn allows(body: &[u8]) -> bool {
+    const ALLOWED: &[u8] = br#""allowed":true"#;
+    body.windows(ALLOWED.len()).any(|w| w == ALLOWED)
+}
+
+async fn connect(
+    addr: SocketAddr,
+    connector: &TlsConnector,
+) -> Result<SendRequest<Full<Bytes>>, Box<dyn std::error::Error + Send + Sync>> {
+    let tcp = TcpStream::connect(addr).await?;
+    tcp.set_nodelay(true)?;
+    let tls = connector
+        .connect(ServerName::try_from("localhost")?, tcp)
+        .await?;
+    let (sender, connection) = http1::handshake(TokioIo::new(tls)).await?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    Ok(sender)
+}
+
+/// A client that trusts `ca` and offers only HTTP/1.1, like the apiserver's admission client.
+fn client_tls(ca: CertificateDer<'static>) -> TlsConnector {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(ca).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    TlsConnector::from(Arc::new(config))
+}
+
+/// Writes `tls.crt` (a `localhost` certificate and its CA) and `tls.key` into `dir`, as the
+/// server's own `--self-signed-ca-file` would generate them; returns the CA.
+fn write_certificate(dir: &Path) -> CertificateDer<'static> {
+    use rcgen::{
+        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
+        KeyPair, KeyUsagePurpose,
+    };
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "load benchmark CA");
+    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca_params, ca_key);
+    let leaf_key = KeyPair::generate().unwrap();
+    let mut leaf_params =
+        CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).unwrap();
+    leaf_params
+        .distinguished_name
+        .push(DnType::CommonName, "localhost");
+    leaf_params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    let leaf = leaf_params.signed_by(&leaf_key, &issuer).unwrap();
+    std::fs::write(dir.join("tls.crt"), leaf.pem() + &ca.pem()).unwrap();
+    std::fs::write(dir.join("tls.key"), leaf_key.serialize_pem()).unwrap();
+    ca.der().clone()
+}
+
+/// The server binary: `VOLUME_HEALTH_WEBHOOK_BIN`, else next to this benchmark's profile
+/// directory (`<target>/release/deps/load-*` → `<target>/release/volume-health-webhook`).
+fn server_binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("VOLUME_HEALTH_WEBHOOK_BIN") {
+        return PathBuf::from(path);
+    }
+    let exe = std::env::current_exe().unwrap();
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("the benchmark runs from <target>/<profile>/deps");
+    let path = profile_dir.join("volume-health-webhook");
+    assert!(
+        path.exists(),
+        "{} is missing: build it first with `cargo build --release -p volume-health-webhooks` \
+         (or set VOLUME_HEALTH_WEBHOOK_BIN)",
+        path.display()
+    );
+    path
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Polls `GET /readyz` on the health port until it answers 200.
+async fn wait_ready(health: SocketAddr, bin: &Path) {
+    let give_up = Instant::now() + Duration::from_secs(10);
+    loop {
+        if readyz(health).await == Some(StatusCode::OK) {
+            return;
+        }
+        assert!(
+            Instant::now() < give_up,
+            "{} did not become ready on {health}; run it by hand to see its log",
+            bin.display()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn readyz(health: SocketAddr) -> Option<StatusCode> {
+    let tcp = TcpStream::connect(health).await.ok()?;
+    let (mut sender, connection) = http1::handshake(TokioIo::new(tcp)).await.ok()?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    let request = Request::get("/readyz")
+        .header(header::HOST, health.to_string())
+        .body(Empty::<Bytes>::new())
+        .ok()?;
+    Some(sender.send_request(request).await.ok()?.status())
+}
+
+/// Peak resident set size of a process, in KiB (`VmHWM`).
+fn peak_rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()
+}
