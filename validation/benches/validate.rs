@@ -23,7 +23,7 @@ fn pod(volumes: usize, unhealthy: usize, conditions: usize, message_len: usize) 
         json!({
             "name": format!("app-{i}"), "image": format!("registry.example.com/team/app-{i}:v1.2.3"),
             "ports": [{"containerPort": 8080 + i, "protocol": "TCP"}],
-            "env": (0..8).map(|e| json!({"name": format!("ENV_VAR_{e}"), "value": format!("value-{e}-{}", "x".repeat(24))})).collect::<Vec<_>>(),
+            "env": (0..16).map(|e| json!({"name": format!("ENV_VAR_{e}"), "value": format!("value-{e}-{}", "x".repeat(24))})).collect::<Vec<_>>(),
             "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
             "volumeMounts": (0..volumes).map(|v| json!({"name": format!("data-{v}"), "mountPath": format!("/data/{v}")})).collect::<Vec<_>>(),
             "livenessProbe": {"httpGet": {"path": "/healthz", "port": 8080, "scheme": "HTTP"}, "periodSeconds": 10, "timeoutSeconds": 1, "successThreshold": 1, "failureThreshold": 3},
@@ -103,7 +103,10 @@ fn bench_pod_status(c: &mut Criterion, name: &str, new: &Value, old: &Value) {
         gate_enabled: true,
         pvc_health_writers: None,
     };
-    assert_eq!(validate_admission(&input, &policy).unwrap(), Verdict::Allowed);
+    assert_eq!(
+        validate_admission(&input, &policy).unwrap(),
+        Verdict::Allowed
+    );
 
     let mut group = c.benchmark_group(name);
     group.throughput(Throughput::Bytes(bytes as u64));
@@ -136,7 +139,12 @@ fn benches(c: &mut Criterion) {
     let max = pod(64, 64, 16, 1024);
     let mut max_old = max.clone();
     max_old["status"]["volumeHealth"][63]["healthConditions"][15]["message"] = json!("earlier");
-    bench_pod_status(c, "pod status, 64 volumes x 16 conditions x 1 KiB", &max, &max_old);
+    bench_pod_status(
+        c,
+        "pod status, 64 volumes x 16 conditions x 1 KiB",
+        &max,
+        &max_old,
+    );
 
     let typed_new: k8s_openapi::api::core::v1::Pod = serde_json::from_value(max.clone()).unwrap();
     let typed_old: k8s_openapi::api::core::v1::Pod = serde_json::from_value(max_old).unwrap();
