@@ -84,7 +84,7 @@ pub struct ServeArgs {
     /// Log line format.
     #[arg(long, env = "VOLUME_HEALTH_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
-    /// Time allowed for the TLS handshake and each request's headers.
+    /// Time allowed for the TLS handshake and each request's headers (h2: the first request).
     #[arg(long, env = "VOLUME_HEALTH_HEADER_READ_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
     pub header_read_timeout: Duration,
     /// Time allowed from a request's start to its answer, body included.
@@ -165,6 +165,34 @@ mod tests {
             config.certs,
             CertSource::SelfSigned { ca_file: None }
         ));
+    }
+
+    #[test]
+    fn hardening_defaults_and_flags() {
+        let Command::Serve(args) = parse(&["serve"]).unwrap().command;
+        let config = args.into_config();
+        assert_eq!(config.header_read_timeout, Duration::from_secs(10));
+        assert_eq!(config.settings.request_timeout, Duration::from_secs(10));
+        assert!(config.max_connections > 0);
+        // A rotated certificate is served within a minute.
+        assert!(config.tls_reload_interval <= Duration::from_secs(30));
+        assert!(config.client_ca_file.is_none());
+        let Command::Serve(args) = parse(&[
+            "serve",
+            "--header-read-timeout=1s",
+            "--request-timeout=2s",
+            "--max-connections=7",
+            "--client-ca-file=ca.pem",
+            "--tls-reload-interval=200ms",
+        ])
+        .unwrap()
+        .command;
+        let config = args.into_config();
+        assert_eq!(config.header_read_timeout, Duration::from_secs(1));
+        assert_eq!(config.settings.request_timeout, Duration::from_secs(2));
+        assert_eq!(config.max_connections, 7);
+        assert_eq!(config.client_ca_file, Some(PathBuf::from("ca.pem")));
+        assert_eq!(config.tls_reload_interval, Duration::from_millis(200));
     }
 
     #[test]

@@ -5,17 +5,18 @@ use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
 
 use crate::handlers::{Settings, router};
 use crate::health::{self, Readiness};
@@ -51,7 +52,8 @@ pub struct ServeConfig {
     pub tls_reload_interval: Duration,
     /// Handler settings.
     pub settings: Settings,
-    /// Time allowed for the TLS handshake and for each request's headers.
+    /// Time allowed for the TLS handshake, for each HTTP/1.1 request's headers (on both ports)
+    /// and, on an h2 connection, for its first request to arrive.
     pub header_read_timeout: Duration,
     /// Most connections served at once; further ones wait in the listen backlog.
     pub max_connections: usize,
@@ -97,13 +99,20 @@ pub struct Server {
     metrics: Metrics,
     readiness: Readiness,
     ca_pem: Option<String>,
+    /// The certificate files' contents as loaded, for the watcher to compare against.
+    loaded: Option<tls::PairContents>,
 }
 
 impl Server {
     /// Loads or generates the certificate and binds both ports; fails fast on either.
     pub async fn bind(config: ServeConfig) -> Result<Self, ServeError> {
+        let mut loaded = None;
         let (resolver, ca_pem) = match &config.certs {
-            CertSource::Files(files) => (tls::load(files)?, None),
+            CertSource::Files(files) => {
+                let (resolver, contents) = tls::load_contents(files)?;
+                loaded = Some(contents);
+                (resolver, None)
+            }
             CertSource::SelfSigned { ca_file } => {
                 let generated = tls::self_signed()?;
                 if let Some(path) = ca_file {
@@ -142,6 +151,7 @@ impl Server {
             metrics: Metrics::new(),
             readiness: Readiness::ready(),
             ca_pem,
+            loaded,
         })
     }
 
@@ -183,6 +193,7 @@ impl Server {
             metrics,
             readiness,
             ca_pem: _,
+            loaded,
         } = self;
         let stop_background = CancellationToken::new();
         let health_addr = health
@@ -192,18 +203,17 @@ impl Server {
 
         let health_app = health::router(readiness.clone(), metrics.clone());
         let health_stop = stop_background.clone();
-        let health_task = tokio::spawn(async move {
-            let served = axum::serve(health, health_app)
-                .with_graceful_shutdown(health_stop.cancelled_owned())
-                .await;
-            if let Err(err) = served {
-                tracing::error!(error = %err, "health server failed");
-            }
-        });
+        let health_task = tokio::spawn(serve_health(
+            health,
+            health_app,
+            health_stop,
+            config.header_read_timeout,
+        ));
 
-        if let CertSource::Files(files) = &config.certs {
+        if let (CertSource::Files(files), Some(loaded)) = (&config.certs, loaded) {
             tokio::spawn(tls::watch(
                 files.clone(),
+                loaded,
                 resolver,
                 config.tls_reload_interval,
                 metrics.clone(),
@@ -213,8 +223,11 @@ impl Server {
 
         let app = router(&config.settings, metrics);
         let acceptor = TlsAcceptor::from(tls);
-        let graceful = GracefulShutdown::new();
-        let limit = Arc::new(Semaphore::new(config.max_connections.max(1)));
+        // Every connection task holds a slot from accept to close, so holding all the slots
+        // means that every connection is closed; the drain waits for exactly that.
+        let slots = u32::try_from(config.max_connections.max(1)).unwrap_or(u32::MAX);
+        let limit = Arc::new(Semaphore::new(slots as usize));
+        let drain = CancellationToken::new();
         tracing::info!(
             secure = %secure.local_addr().map(|a| a.to_string()).unwrap_or_default(),
             health = %health_addr,
@@ -242,29 +255,34 @@ impl Server {
                     let Some((stream, peer, permit)) = accepted else { continue };
                     let acceptor = acceptor.clone();
                     let app = app.clone();
-                    let watcher = graceful.watcher();
+                    let drain = drain.clone();
                     let header_timeout = config.header_read_timeout;
                     tokio::spawn(async move {
                         let _permit = permit;
-                        let tls = match tokio::time::timeout(header_timeout, acceptor.accept(stream)).await {
-                            Ok(Ok(tls)) => tls,
-                            Ok(Err(err)) => {
-                                tracing::debug!(%peer, error = %err, "TLS handshake failed");
-                                return;
-                            }
-                            Err(_) => {
-                                tracing::debug!(%peer, "TLS handshake timed out");
-                                return;
-                            }
+                        let handshake = tokio::time::timeout(header_timeout, acceptor.accept(stream));
+                        let tls = tokio::select! {
+                            handshake = handshake => match handshake {
+                                Ok(Ok(tls)) => tls,
+                                Ok(Err(err)) => {
+                                    tracing::debug!(%peer, error = %err, "TLS handshake failed");
+                                    return;
+                                }
+                                Err(_) => {
+                                    tracing::debug!(%peer, "TLS handshake timed out");
+                                    return;
+                                }
+                            },
+                            () = drain.cancelled() => return,
                         };
-                        serve_connection(tls, app, watcher, header_timeout).await;
+                        serve_connection(tls, app, drain, header_timeout).await;
                     });
                 }
             }
         }
         drop(secure);
         tracing::info!("listener closed; draining in-flight requests");
-        if tokio::time::timeout(config.shutdown_timeout, graceful.shutdown())
+        drain.cancel();
+        if tokio::time::timeout(config.shutdown_timeout, limit.acquire_many(slots))
             .await
             .is_err()
         {
@@ -273,6 +291,52 @@ impl Server {
         stop_background.cancel();
         let _ = health_task.await;
         tracing::info!("shut down");
+    }
+}
+
+/// The plain-HTTP health port, HTTP/1.1 only (kubelet probes, Prometheus), with the same
+/// header-read timeout as the webhooks: a client that connects and sends nothing is closed
+/// instead of holding a file descriptor for as long as it likes. Until `stop`.
+async fn serve_health(
+    listener: TcpListener,
+    app: Router,
+    stop: CancellationToken,
+    header_timeout: Duration,
+) {
+    loop {
+        let (stream, _peer) = tokio::select! {
+            () = stop.cancelled() => return,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(err) => {
+                    tracing::warn!(error = %err, "health port: accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let app = app.clone();
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder
+                .timer(TokioTimer::new())
+                .header_read_timeout(header_timeout)
+                .keep_alive(true);
+            let connection =
+                builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app));
+            tokio::pin!(connection);
+            let result = tokio::select! {
+                result = connection.as_mut() => result,
+                () = stop.cancelled() => {
+                    connection.as_mut().graceful_shutdown();
+                    connection.await
+                }
+            };
+            if let Err(err) = result {
+                tracing::debug!(error = %err, "health connection ended with an error");
+            }
+        });
     }
 }
 
@@ -310,10 +374,12 @@ async fn accept(
     }
 }
 
+/// Serves one TLS connection until the client closes it or, once `drain` is cancelled, until
+/// its in-flight requests are answered (idle keep-alive connections close at once).
 async fn serve_connection(
     tls: tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
     app: Router,
-    watcher: hyper_util::server::graceful::Watcher,
+    drain: CancellationToken,
     header_timeout: Duration,
 ) {
     // The protocol is the one negotiated by ALPN. Sniffing the connection preface instead (the
@@ -336,8 +402,44 @@ async fn serve_connection(
         .http2()
         .timer(TokioTimer::new())
         .keep_alive_interval(Some(Duration::from_secs(30)));
-    let connection = builder.serve_connection(TokioIo::new(tls), TowerToHyperService::new(app));
-    if let Err(err) = watcher.watch(connection.into_owned()).await {
+    // hyper bounds the time to read HTTP/1.1 headers, but has no such bound in HTTP/2: a client
+    // that never sends the preface, or the headers of a first request, would hold its slot
+    // until it leaves. Such a connection is closed after the header timeout.
+    let first_request = Arc::new(AtomicBool::new(false));
+    let seen = first_request.clone();
+    let service = app.map_request(move |request: http::Request<hyper::body::Incoming>| {
+        seen.store(true, Ordering::Relaxed);
+        request
+    });
+    let connection = builder.serve_connection(TokioIo::new(tls), TowerToHyperService::new(service));
+    tokio::pin!(connection);
+    let idle_deadline = tokio::time::sleep(header_timeout);
+    tokio::pin!(idle_deadline);
+    let mut closing = false;
+    let result = loop {
+        tokio::select! {
+            result = connection.as_mut() => break result,
+            () = drain.cancelled(), if !closing => {
+                closing = true;
+                connection.as_mut().graceful_shutdown();
+            }
+            () = &mut idle_deadline, if h2 && !first_request.load(Ordering::Relaxed) => {
+                if first_request.load(Ordering::Relaxed) {
+                    // A request came in while this branch was already armed.
+                    continue;
+                }
+                if closing {
+                    // A client that does not read the GOAWAY gets no more time than that.
+                    return;
+                }
+                tracing::debug!("no request within the header timeout; closing the connection");
+                closing = true;
+                connection.as_mut().graceful_shutdown();
+                idle_deadline.as_mut().reset(tokio::time::Instant::now() + header_timeout);
+            }
+        }
+    };
+    if let Err(err) = result {
         tracing::debug!(error = %err, "connection ended with an error");
     }
 }

@@ -163,8 +163,20 @@ impl ResolvesServerCert for ReloadingResolver {
 
 /// Loads `files` into a new resolver.
 pub fn load(files: &CertificateFiles) -> Result<ReloadingResolver, TlsError> {
+    load_contents(files).map(|(resolver, _)| resolver)
+}
+
+/// The contents of a certificate file and its key file, as read.
+pub type PairContents = (Vec<u8>, Vec<u8>);
+
+/// Loads `files` into a new resolver, also returning the contents loaded, for [`watch`] to
+/// compare against: a change between this load and the watcher's start is then still seen.
+pub fn load_contents(
+    files: &CertificateFiles,
+) -> Result<(ReloadingResolver, PairContents), TlsError> {
     let (cert, key) = files.read()?;
-    Ok(ReloadingResolver::new(certified_key(files, &cert, &key)?))
+    let resolver = ReloadingResolver::new(certified_key(files, &cert, &key)?);
+    Ok((resolver, (cert, key)))
 }
 
 /// Polls `files` every `interval` and serves a changed pair once it parses; a broken pair is
@@ -178,17 +190,17 @@ pub fn load(files: &CertificateFiles) -> Result<ReloadingResolver, TlsError> {
 /// a rotation half done (the new certificate with the old key). A pair that does not load is
 /// therefore only reported once the same contents are read again on the next poll; a rotation
 /// caught half done loads on that poll instead and is never reported as a failure.
+///
+/// `loaded` is what the resolver serves now, as read from the files.
 pub async fn watch(
     files: CertificateFiles,
+    loaded: PairContents,
     resolver: Arc<ReloadingResolver>,
     interval: Duration,
     metrics: Metrics,
     stop: CancellationToken,
 ) {
-    // The contents last acted on: served, or reported as broken.
-    let mut last = files.read().ok();
-    // Contents that did not load on the previous poll and are not reported yet.
-    let mut unsettled: Option<(Vec<u8>, Vec<u8>)> = None;
+    let mut state = ReloadState::new(loaded);
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -209,33 +221,77 @@ pub async fn watch(
             }
             Err(_) => continue,
         };
-        if last.as_ref() == Some(&contents) {
-            unsettled = None;
-            continue;
-        }
-        match certified_key(&files, &contents.0, &contents.1) {
-            Ok(key) => {
-                resolver.replace(key);
+        match state.observe(&files, contents) {
+            Reload::Unchanged => {}
+            Reload::Serve(key) => {
+                resolver.replace(*key);
                 metrics.cert_reload(true);
                 tracing::info!(cert = %files.cert.display(), "serving certificate reloaded");
-                last = Some(contents);
-                unsettled = None;
             }
-            Err(err) if unsettled.as_ref() == Some(&contents) => {
+            Reload::NotYet(err) => tracing::debug!(
+                error = %crate::server::error_chain(&err),
+                "new certificate files do not load yet; checking again on the next poll"
+            ),
+            Reload::Broken(err) => {
                 metrics.cert_reload(false);
                 tracing::error!(
                     error = %crate::server::error_chain(&err),
                     "new serving certificate is unusable; keeping the previous one"
                 );
-                last = Some(contents);
-                unsettled = None;
+            }
+        }
+    }
+}
+
+/// What one poll of the certificate files calls for.
+#[derive(Debug)]
+enum Reload {
+    /// Nothing new.
+    Unchanged,
+    /// A new pair to serve.
+    Serve(Box<CertifiedKey>),
+    /// New contents that do not load, seen for the first time: maybe a rotation caught half
+    /// done; judged on the next poll.
+    NotYet(TlsError),
+    /// New contents that do not load, seen twice: reported, once.
+    Broken(TlsError),
+}
+
+/// The watcher's memory between polls.
+struct ReloadState {
+    /// The contents last acted on: served, or reported as broken.
+    last: PairContents,
+    /// Contents that did not load on the previous poll and are not reported yet.
+    unsettled: Option<PairContents>,
+}
+
+impl ReloadState {
+    fn new(loaded: PairContents) -> Self {
+        ReloadState {
+            last: loaded,
+            unsettled: None,
+        }
+    }
+
+    fn observe(&mut self, files: &CertificateFiles, contents: PairContents) -> Reload {
+        if self.last == contents {
+            self.unsettled = None;
+            return Reload::Unchanged;
+        }
+        match certified_key(files, &contents.0, &contents.1) {
+            Ok(key) => {
+                self.last = contents;
+                self.unsettled = None;
+                Reload::Serve(Box::new(key))
+            }
+            Err(err) if self.unsettled.as_ref() == Some(&contents) => {
+                self.last = contents;
+                self.unsettled = None;
+                Reload::Broken(err)
             }
             Err(err) => {
-                tracing::debug!(
-                    error = %crate::server::error_chain(&err),
-                    "new certificate files do not load yet; checking again on the next poll"
-                );
-                unsettled = Some(contents);
+                self.unsettled = Some(contents);
+                Reload::NotYet(err)
             }
         }
     }
@@ -337,4 +393,79 @@ pub fn server_config(
     let mut config = builder.with_cert_resolver(resolver);
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair() -> PairContents {
+        let generated =
+            rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).expect("generates");
+        (
+            generated.cert.pem().into_bytes(),
+            generated.signing_key.serialize_pem().into_bytes(),
+        )
+    }
+
+    fn files() -> CertificateFiles {
+        CertificateFiles {
+            cert: "tls.crt".into(),
+            key: "tls.key".into(),
+        }
+    }
+
+    #[test]
+    fn a_rotation_caught_half_done_is_not_reported() {
+        let (old, new) = (pair(), pair());
+        let mut state = ReloadState::new(old.clone());
+        assert!(matches!(
+            state.observe(&files(), old.clone()),
+            Reload::Unchanged
+        ));
+        // The new certificate read with the old key, then the whole new pair.
+        let torn = (new.0.clone(), old.1.clone());
+        assert!(matches!(state.observe(&files(), torn), Reload::NotYet(_)));
+        assert!(matches!(
+            state.observe(&files(), new.clone()),
+            Reload::Serve(_)
+        ));
+        assert!(matches!(state.observe(&files(), new), Reload::Unchanged));
+    }
+
+    #[test]
+    fn a_broken_pair_is_reported_once_when_seen_twice() {
+        let (good, other) = (pair(), pair());
+        let mut state = ReloadState::new(good.clone());
+        let broken = (other.0, good.1.clone());
+        assert!(matches!(
+            state.observe(&files(), broken.clone()),
+            Reload::NotYet(_)
+        ));
+        assert!(matches!(
+            state.observe(&files(), broken.clone()),
+            Reload::Broken(_)
+        ));
+        assert!(matches!(
+            state.observe(&files(), broken.clone()),
+            Reload::Unchanged
+        ));
+        assert!(matches!(state.observe(&files(), broken), Reload::Unchanged));
+        // Going back to the served pair is a change too: served again, nothing reported.
+        assert!(matches!(state.observe(&files(), good), Reload::Serve(_)));
+    }
+
+    #[test]
+    fn garbage_then_another_garbage_is_judged_afresh() {
+        let good = pair();
+        let mut state = ReloadState::new(good);
+        let a = (b"not a cert".to_vec(), b"not a key".to_vec());
+        let b = (b"still not".to_vec(), b"not a key".to_vec());
+        assert!(matches!(state.observe(&files(), a), Reload::NotYet(_)));
+        assert!(matches!(
+            state.observe(&files(), b.clone()),
+            Reload::NotYet(_)
+        ));
+        assert!(matches!(state.observe(&files(), b), Reload::Broken(_)));
+    }
 }

@@ -42,7 +42,10 @@ async fn self_signed_certificate_verifies_with_the_written_ca_in_h1_and_h2() {
     assert!(matches!(config.certs, CertSource::SelfSigned { .. }));
     let server = Running::start(config).await;
     let ca_pem = std::fs::read_to_string(&ca_file).unwrap();
-    assert!(ca_pem.starts_with("-----BEGIN CERTIFICATE-----"), "{ca_pem}");
+    assert!(
+        ca_pem.starts_with("-----BEGIN CERTIFICATE-----"),
+        "{ca_pem}"
+    );
 
     for (alpn, version) in [
         (b"http/1.1".as_slice(), http::Version::HTTP_11),
@@ -103,9 +106,13 @@ fn kubelet_publish(mount: &Path, pair: &Pair, stamp: &str) {
 }
 
 async fn served_leaf(server: &Running, ca_pem: &str) -> Vec<u8> {
-    let stream = tls_connect(server.secure, &client_config(ca_pem, None, &[]), "localhost")
-        .await
-        .unwrap();
+    let stream = tls_connect(
+        server.secure,
+        &client_config(ca_pem, None, &[]),
+        "localhost",
+    )
+    .await
+    .unwrap();
     support::peer_leaf(&stream)
 }
 
@@ -160,7 +167,13 @@ async fn kubelet_symlink_swap_is_served_without_failing_a_request_under_load() {
     let swapped = Instant::now();
     kubelet_publish(mount.path(), &second, "2026_11_29_12_05_00.987654321");
     assert!(
-        wait_for_leaf(&server, &ca.pem, &second.leaf_der(), Duration::from_secs(20)).await,
+        wait_for_leaf(
+            &server,
+            &ca.pem,
+            &second.leaf_der(),
+            Duration::from_secs(20)
+        )
+        .await,
         "the new pair is served"
     );
     let took = swapped.elapsed();
@@ -189,7 +202,19 @@ async fn in_place_rewrite_is_served() {
     let server = Running::start(support::config(CertSource::Files(files))).await;
     assert_eq!(served_leaf(&server, &ca.pem).await, first.leaf_der());
     support::write_pair(dir.path(), &second);
-    assert!(wait_for_leaf(&server, &ca.pem, &second.leaf_der(), Duration::from_secs(20)).await);
+    assert!(
+        wait_for_leaf(
+            &server,
+            &ca.pem,
+            &second.leaf_der(),
+            Duration::from_secs(20)
+        )
+        .await
+    );
+    // Rewritten one file after the other, never counted as broken.
+    let metrics = server.metrics().await;
+    assert_eq!(support::metric(&metrics, SUCCESSES), 1.0, "{metrics}");
+    assert_eq!(support::metric(&metrics, FAILURES), 0.0, "{metrics}");
     let answer = post(
         server.secure,
         &client_config(&ca.pem, None, &[]),
@@ -274,18 +299,35 @@ async fn client_certificates_are_required_and_verified() {
     for alpn in [b"http/1.1".as_slice(), b"h2".as_slice()] {
         let apiserver = client_ca.client_pair("kube-apiserver");
         let trusted = client_config(&server_ca.pem, Some(&apiserver), &[alpn]);
-        let answer = post(server.secure, &trusted, "/validate", support::valid_review())
-            .await
-            .unwrap();
+        let answer = post(
+            server.secure,
+            &trusted,
+            "/validate",
+            support::valid_review(),
+        )
+        .await
+        .unwrap();
         assert_allowed(&answer);
 
         let anonymous = client_config(&server_ca.pem, None, &[alpn]);
-        let refused = post(server.secure, &anonymous, "/validate", support::valid_review()).await;
+        let refused = post(
+            server.secure,
+            &anonymous,
+            "/validate",
+            support::valid_review(),
+        )
+        .await;
         assert!(refused.is_err(), "no client certificate: {refused:?}");
 
         let impostor = stranger_ca.client_pair("kube-apiserver");
         let untrusted = client_config(&server_ca.pem, Some(&impostor), &[alpn]);
-        let refused = post(server.secure, &untrusted, "/validate", support::valid_review()).await;
+        let refused = post(
+            server.secure,
+            &untrusted,
+            "/validate",
+            support::valid_review(),
+        )
+        .await;
         assert!(refused.is_err(), "certificate from another CA: {refused:?}");
     }
     server.stop().await;

@@ -112,10 +112,11 @@ pub(crate) fn client_config(
     for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
         roots.add(cert.expect("CA PEM")).expect("CA certificate");
     }
-    let builder = rustls::ClientConfig::builder_with_provider(volume_health_webhooks::tls::provider())
-        .with_safe_default_protocol_versions()
-        .expect("protocol versions")
-        .with_root_certificates(roots);
+    let builder =
+        rustls::ClientConfig::builder_with_provider(volume_health_webhooks::tls::provider())
+            .with_safe_default_protocol_versions()
+            .expect("protocol versions")
+            .with_root_certificates(roots);
     let mut config = match identity {
         None => builder.with_no_client_auth(),
         Some(pair) => {
@@ -140,7 +141,9 @@ pub(crate) async fn tls_connect(
 ) -> Result<TlsStream<TcpStream>, BoxError> {
     let tcp = TcpStream::connect(addr).await?;
     let name = ServerName::try_from(server_name.to_owned())?;
-    Ok(TlsConnector::from(config.clone()).connect(name, tcp).await?)
+    Ok(TlsConnector::from(config.clone())
+        .connect(name, tcp)
+        .await?)
 }
 
 /// The certificate the server presented, DER.
@@ -174,7 +177,8 @@ impl Answer {
 }
 
 fn request(path: &str, body: Vec<u8>) -> Result<http::Request<Full<Bytes>>, BoxError> {
-    Ok(http::Request::post(path)
+    // h2 wants the authority in the URI; HTTP/1.1 takes it from the Host header.
+    Ok(http::Request::post(format!("https://localhost{path}"))
         .header(http::header::HOST, "localhost")
         .header(http::header::CONTENT_TYPE, "application/json")
         .body(Full::new(Bytes::from(body)))?)
@@ -194,11 +198,14 @@ pub(crate) async fn post_on(
         tokio::spawn(conn);
         let mut req = request(path, body)?;
         *req.version_mut() = http::Version::HTTP_2;
+        req.headers_mut().remove(http::header::HOST);
         sender.send_request(req).await?
     } else {
         let (mut sender, conn) = hyper::client::conn::http1::handshake(io).await?;
         tokio::spawn(conn);
-        sender.send_request(request(path, body)?).await?
+        let mut req = request(path, body)?;
+        *req.uri_mut() = http::Uri::try_from(path)?;
+        sender.send_request(req).await?
     };
     let status = response.status();
     let version = response.version();
@@ -366,7 +373,13 @@ pub(crate) async fn http_get(addr: SocketAddr, path: &str) -> Result<(u16, Strin
 /// The value of one sample in a metrics exposition, 0 when absent.
 pub(crate) fn metric(text: &str, sample: &str) -> f64 {
     text.lines()
-        .find_map(|line| line.strip_prefix(sample)?.strip_prefix(' ')?.trim().parse().ok())
+        .find_map(|line| {
+            line.strip_prefix(sample)?
+                .strip_prefix(' ')?
+                .trim()
+                .parse()
+                .ok()
+        })
         .unwrap_or(0.0)
 }
 
@@ -383,6 +396,8 @@ pub(crate) struct Process {
 impl Process {
     /// Starts `volume-health-webhook serve` on free ports with a generated certificate whose
     /// CA is written to `ca_file`.
+    // The child is waited for by `Drop`, which the lint does not follow.
+    #[allow(clippy::zombie_processes)]
     pub(crate) fn start(ca_file: &Path, extra: &[&str]) -> Process {
         let mut child = Command::new(env!("CARGO_BIN_EXE_volume-health-webhook"))
             .args([
@@ -449,7 +464,7 @@ impl Process {
     }
 
     /// Waits at most `limit` for the process to exit; its exit code.
-    pub(crate) fn wait_exit(&mut self, limit: Duration) -> Option<i32> {
+    pub(crate) async fn wait_exit(&mut self, limit: Duration) -> Option<i32> {
         let deadline = std::time::Instant::now() + limit;
         loop {
             if let Some(status) = self.child.try_wait().expect("try_wait") {
@@ -458,8 +473,13 @@ impl Process {
             if std::time::Instant::now() > deadline {
                 return None;
             }
-            std::thread::sleep(Duration::from_millis(20));
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
+    }
+
+    /// Whether the process is still running.
+    pub(crate) fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
     }
 }
 

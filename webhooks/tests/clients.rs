@@ -1,0 +1,253 @@
+//! Slow and hostile clients: the header-read timeout, the request timeout, the connection
+//! limit, and hundreds of idle or half-sent connections next to a normal request.
+
+// Test code unwraps: a panic is a failed test with its location.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use support::{Ca, Running, assert_allowed, client_config, post, tls_connect};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use volume_health_webhooks::server::{CertSource, ServeConfig};
+
+struct Fixture {
+    server: Running,
+    client: Arc<rustls::ClientConfig>,
+    ca_pem: String,
+    _dir: tempfile::TempDir,
+}
+
+async fn start(tune: impl FnOnce(&mut ServeConfig)) -> Fixture {
+    let ca = Ca::new("clients CA");
+    let dir = tempfile::tempdir().unwrap();
+    let files = support::write_pair(dir.path(), &ca.server_pair());
+    let mut config = support::config(CertSource::Files(files));
+    tune(&mut config);
+    Fixture {
+        server: Running::start(config).await,
+        client: client_config(&ca.pem, None, &[b"h2", b"http/1.1"]),
+        ca_pem: ca.pem,
+        _dir: dir,
+    }
+}
+
+/// Reads until the server closes the connection (or 10 s pass); what it sent and how long
+/// that took.
+async fn until_closed(stream: &mut (impl AsyncRead + Unpin)) -> (Vec<u8>, Duration) {
+    let started = Instant::now();
+    let mut seen = Vec::new();
+    let mut chunk = [0u8; 1024];
+    let _ = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match stream.read(&mut chunk).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => seen.extend_from_slice(&chunk[..n]),
+            }
+        }
+    })
+    .await;
+    (seen, started.elapsed())
+}
+
+fn assert_cut(what: &str, took: Duration) {
+    assert!(
+        took >= Duration::from_millis(500) && took < Duration::from_secs(5),
+        "{what}: closed after {took:?}, expected about the 1 s header timeout"
+    );
+}
+
+/// `--header-read-timeout` (1 s here) closes a connection that sends nothing over TCP, stops
+/// in the TLS handshake, sends nothing after the handshake (HTTP/1.1 and h2), or stops in the
+/// middle of its headers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn header_read_timeout_cuts_slow_clients() {
+    let f = start(|_| {}).await;
+    let addr = f.server.secure;
+
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    let (_, took) = until_closed(&mut tcp).await;
+    assert_cut("silent TCP", took);
+
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    // The start of a TLS handshake record, never finished.
+    tcp.write_all(&[0x16, 0x03, 0x01, 0x02, 0x00, 0x01])
+        .await
+        .unwrap();
+    let (_, took) = until_closed(&mut tcp).await;
+    assert_cut("half a ClientHello", took);
+
+    for alpn in [b"http/1.1".as_slice(), b"h2".as_slice()] {
+        let client = client_config(&f.ca_pem, None, &[alpn]);
+        let mut tls = tls_connect(addr, &client, "localhost").await.unwrap();
+        let (_, took) = until_closed(&mut tls).await;
+        assert_cut(&format!("silent after the handshake ({alpn:?})"), took);
+    }
+
+    let client = client_config(&f.ca_pem, None, &[b"http/1.1"]);
+    let mut tls = tls_connect(addr, &client, "localhost").await.unwrap();
+    tls.write_all(b"POST /validate HTTP/1.1\r\nHost: localhost\r\nContent-Ty")
+        .await
+        .unwrap();
+    tls.flush().await.unwrap();
+    let (_, took) = until_closed(&mut tls).await;
+    assert_cut("half-sent headers", took);
+
+    // The server still answers.
+    let answer = post(addr, &f.client, "/validate", support::valid_review())
+        .await
+        .unwrap();
+    assert_allowed(&answer);
+    f.server.stop().await;
+}
+
+/// `--request-timeout` (1 s here) answers 408 to a request whose body stops coming.
+#[tokio::test]
+async fn request_timeout_answers_a_stalled_body_with_408() {
+    let f = start(|c| c.settings.request_timeout = Duration::from_secs(1)).await;
+    let client = client_config(&f.ca_pem, None, &[b"http/1.1"]);
+    let mut tls = tls_connect(f.server.secure, &client, "localhost")
+        .await
+        .unwrap();
+    let body = support::valid_review();
+    tls.write_all(
+        format!(
+            "POST /validate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    tls.write_all(&body[..body.len() / 2]).await.unwrap();
+    tls.flush().await.unwrap();
+    let started = Instant::now();
+    let mut head = [0u8; 12];
+    tokio::time::timeout(Duration::from_secs(5), tls.read_exact(&mut head))
+        .await
+        .expect("answered within the timeout")
+        .unwrap();
+    assert_eq!(&head, b"HTTP/1.1 408");
+    assert!(started.elapsed() >= Duration::from_millis(500));
+    f.server.stop().await;
+}
+
+/// Hundreds of idle and half-sent connections (TCP only, half a TLS handshake, TLS with
+/// half-sent headers, idle h2) do not delay a normal request: it is answered within 2 s, with
+/// the 10 s default header timeout keeping all of them open meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hundreds_of_idle_and_half_sent_connections_do_not_delay_a_normal_request() {
+    let f = start(|c| c.header_read_timeout = Duration::from_secs(10)).await;
+    let addr = f.server.secure;
+    let mut held: Vec<Box<dyn std::any::Any + Send>> = Vec::new();
+    for _ in 0..150 {
+        held.push(Box::new(TcpStream::connect(addr).await.unwrap()));
+    }
+    for _ in 0..100 {
+        let mut tcp = TcpStream::connect(addr).await.unwrap();
+        tcp.write_all(&[0x16, 0x03, 0x01, 0x02, 0x00, 0x01])
+            .await
+            .unwrap();
+        held.push(Box::new(tcp));
+    }
+    let h1 = client_config(&f.ca_pem, None, &[b"http/1.1"]);
+    let h2 = client_config(&f.ca_pem, None, &[b"h2"]);
+    for i in 0..60 {
+        let client = if i % 2 == 0 { &h1 } else { &h2 };
+        let mut tls = tls_connect(addr, client, "localhost").await.unwrap();
+        if i % 2 == 0 {
+            tls.write_all(b"POST /validate HTTP/1.1\r\nHost: loc")
+                .await
+                .unwrap();
+            tls.flush().await.unwrap();
+        }
+        held.push(Box::new(tls));
+    }
+    assert_eq!(held.len(), 310);
+
+    for _ in 0..5 {
+        let started = Instant::now();
+        let answer = post(addr, &f.client, "/validate", support::valid_review())
+            .await
+            .unwrap();
+        let took = started.elapsed();
+        assert_allowed(&answer);
+        assert!(
+            took < Duration::from_secs(2),
+            "a normal request took {took:?}"
+        );
+    }
+    drop(held);
+    f.server.stop().await;
+}
+
+/// `--max-connections`: with every slot held by a silent client, a new connection waits in
+/// the backlog; it is served, not refused, once the header timeout frees a slot.
+#[tokio::test]
+async fn connections_beyond_the_limit_wait_for_a_slot() {
+    let f = start(|c| {
+        c.max_connections = 4;
+        c.header_read_timeout = Duration::from_secs(1);
+    })
+    .await;
+    let addr = f.server.secure;
+    // Below the limit, no waiting.
+    let started = Instant::now();
+    let answer = post(addr, &f.client, "/validate", support::valid_review())
+        .await
+        .unwrap();
+    assert_allowed(&answer);
+    assert!(started.elapsed() < Duration::from_millis(900));
+
+    let mut silent = Vec::new();
+    for _ in 0..4 {
+        silent.push(TcpStream::connect(addr).await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let started = Instant::now();
+    let answer = post(addr, &f.client, "/validate", support::valid_review())
+        .await
+        .unwrap();
+    let took = started.elapsed();
+    assert_allowed(&answer);
+    assert!(
+        took >= Duration::from_millis(500),
+        "served after {took:?}: the limit did not hold"
+    );
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    drop(silent);
+    f.server.stop().await;
+}
+
+/// The plain-HTTP health port has the same header timeout: a silent or half-sent client is
+/// closed, and 200 of them do not delay `/readyz`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_port_cuts_slow_clients_and_still_answers_probes() {
+    let f = start(|_| {}).await;
+    let health = f.server.health;
+    let mut held = Vec::new();
+    for i in 0..200 {
+        let mut tcp = TcpStream::connect(health).await.unwrap();
+        if i % 2 == 0 {
+            tcp.write_all(b"GET /readyz HTTP/1.1\r\nHo").await.unwrap();
+        }
+        held.push(tcp);
+    }
+    let started = Instant::now();
+    let (status, body) = support::http_get(health, "/readyz").await.unwrap();
+    assert_eq!((status, body.as_str()), (200, "ok"));
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(2), "a probe took {took:?}");
+
+    let (_, took) = until_closed(&mut held[0]).await;
+    assert_cut("half-sent probe", took);
+    let (_, took) = until_closed(&mut held[1]).await;
+    assert!(
+        took < Duration::from_secs(5),
+        "silent client kept for {took:?}"
+    );
+    f.server.stop().await;
+}

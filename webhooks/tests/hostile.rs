@@ -1,0 +1,277 @@
+//! Hostile bodies against the router: deep nesting, 100,000 conditions, huge strings and
+//! invalid UTF-8 get a clear 400, 413 or 422 (over HTTP or in the review's status), never a
+//! panic and never a 500.
+
+// Test code unwraps: a panic is a failed test with its location.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use support::case_body;
+use tower::ServiceExt;
+use volume_health_webhooks::metrics::Metrics;
+
+const ENDPOINTS: [&str; 3] = ["/mutate", "/validate", "/authorize"];
+
+fn app() -> Router {
+    volume_health_webhooks::router(&support::settings(), Metrics::new())
+}
+
+fn gate_off_app() -> Router {
+    let mut settings = support::settings();
+    settings.gates.csi_volume_health = false;
+    volume_health_webhooks::router(&settings, Metrics::new())
+}
+
+async fn send(app: &Router, path: &str, body: Vec<u8>) -> (StatusCode, Value) {
+    let request = Request::post(path)
+        .header("content-type", "application/json")
+        .body(Body::from(body))
+        .unwrap();
+    let response = app.clone().oneshot(request).await.unwrap();
+    let status = response.status();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    let value = serde_json::from_slice(&bytes).unwrap_or_else(|_| {
+        panic!(
+            "{path}: {status}: not JSON: {}",
+            String::from_utf8_lossy(&bytes)
+        )
+    });
+    (status, value)
+}
+
+/// A clear refusal: an HTTP 400/413/422 with a `Status` body, or (admission) an HTTP 200
+/// review denied with a 400/413/422 status; the code, for the caller to narrow down.
+fn assert_clear_refusal(what: &str, status: StatusCode, body: &Value) -> u16 {
+    if status == StatusCode::OK {
+        let response = &body["response"];
+        assert_eq!(response["allowed"], false, "{what}: {body}");
+        let code = response["status"]["code"].as_u64().unwrap_or(0) as u16;
+        assert!(matches!(code, 400 | 413 | 422), "{what}: {body}");
+        let message = response["status"]["message"].as_str().unwrap_or_default();
+        assert!(!message.is_empty(), "{what}: no message: {body}");
+        code
+    } else {
+        assert!(
+            matches!(status.as_u16(), 400 | 413 | 422),
+            "{what}: HTTP {status}: {body}"
+        );
+        assert_eq!(body["kind"], "Status", "{what}: {body}");
+        assert_eq!(body["code"], status.as_u16(), "{what}: {body}");
+        assert!(
+            !body["message"].as_str().unwrap_or_default().is_empty(),
+            "{what}: {body}"
+        );
+        status.as_u16()
+    }
+}
+
+fn nested(depth: usize) -> String {
+    format!("{}{}", "[".repeat(depth), "]".repeat(depth))
+}
+
+#[tokio::test]
+async fn deeply_nested_bodies_are_refused_with_400() {
+    let app = app();
+    for depth in [200, 100_000] {
+        for path in ENDPOINTS {
+            let (status, body) = send(&app, path, nested(depth).into_bytes()).await;
+            assert_eq!(
+                status,
+                StatusCode::BAD_REQUEST,
+                "{path} depth {depth}: {body}"
+            );
+            assert_clear_refusal(path, status, &body);
+            // The same nesting under a field of an otherwise well-formed envelope.
+            let text = format!(
+                r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"u","extra":{}}}}}"#,
+                nested(depth)
+            );
+            let (status, body) = send(&app, path, text.into_bytes()).await;
+            assert_clear_refusal(path, status, &body);
+        }
+    }
+}
+
+/// Deep nesting inside `object`: in a field the rules read it is refused in the review; in a
+/// field they do not own it changes nothing (the apiserver decoded the object already).
+#[tokio::test]
+async fn deeply_nested_objects_are_refused_or_ignored_never_crash() {
+    for app in [app(), gate_off_app()] {
+        for (id, read_field) in [
+            (
+                "pod-valid",
+                "/request/object/status/volumeHealth/0/healthConditions/0/reason",
+            ),
+            (
+                "pvc-valid",
+                "/request/object/status/healthStatus/healthConditions/0/reason",
+            ),
+            (
+                "csinode-valid",
+                "/request/object/status/storageHealth/0/healthConditions/0/reason",
+            ),
+        ] {
+            let template = case_body(id);
+            let template_text = serde_json::to_string(&template).unwrap();
+            for path in ["/mutate", "/validate"] {
+                let (_, plain) = send(&app, path, template_text.clone().into_bytes()).await;
+
+                let unknown = template_text.replacen(
+                    r#""status":{"#,
+                    &format!(r#""status":{{"deep":{},"#, nested(50_000)),
+                    1,
+                );
+                assert_ne!(unknown, template_text);
+                let (status, body) = send(&app, path, unknown.into_bytes()).await;
+                assert_eq!(status, StatusCode::OK, "{id} {path}: {body}");
+                assert_eq!(body, plain, "{id} {path}: an unknown field changes nothing");
+
+                let mut read = template.clone();
+                *read.pointer_mut(read_field).unwrap() = json!("PLACEHOLDER");
+                let read = serde_json::to_string(&read).unwrap().replacen(
+                    r#""PLACEHOLDER""#,
+                    &nested(50_000),
+                    1,
+                );
+                let (status, body) = send(&app, path, read.into_bytes()).await;
+                let what = format!("{id} {path} nested reason");
+                // The mutating webhook may answer without reading the reason.
+                let mutate_allowed = path == "/mutate" && body["response"]["allowed"] == true;
+                if !mutate_allowed {
+                    assert_clear_refusal(&what, status, &body);
+                }
+            }
+        }
+    }
+}
+
+/// 100,000 conditions in one list: TooMany, quickly, for each resource.
+#[tokio::test]
+async fn a_hundred_thousand_conditions_get_too_many_quickly() {
+    let app = app();
+    for (id, pointer, status) in [
+        (
+            "pod-valid",
+            "/request/object/status/volumeHealth/0/healthConditions",
+            "Degraded",
+        ),
+        (
+            "pvc-valid",
+            "/request/object/status/healthStatus/healthConditions",
+            "Degraded",
+        ),
+        (
+            "csinode-valid",
+            "/request/object/status/storageHealth/0/healthConditions",
+            "StorageDegraded",
+        ),
+    ] {
+        let mut review = case_body(id);
+        let conditions: Vec<Value> = (0..100_000)
+            .map(|i| json!({"status": status, "reason": format!("Reason{i}")}))
+            .collect();
+        *review.pointer_mut(pointer).unwrap() = Value::Array(conditions);
+        let bytes = serde_json::to_vec(&review).unwrap();
+        assert!(bytes.len() < 7 * 1024 * 1024, "fits the body limit");
+        let started = Instant::now();
+        let (code, body) = send(&app, "/validate", bytes).await;
+        let took = started.elapsed();
+        assert_eq!(code, StatusCode::OK, "{id}: {body}");
+        assert_eq!(assert_clear_refusal(id, code, &body), 422);
+        let message = body["response"]["status"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("Too many: 100000: must have at most 16 items"),
+            "{id}: {message}"
+        );
+        let causes = body["response"]["status"]["details"]["causes"]
+            .as_array()
+            .map_or(0, Vec::len);
+        assert!(
+            causes <= 2,
+            "{id}: one error for the list, not one per item: {causes}"
+        );
+        // About 0.3 s in a debug build and 60 ms in a release build (4 MB body included);
+        // the bounds leave room for a loaded machine.
+        let bound = if cfg!(debug_assertions) {
+            Duration::from_secs(2)
+        } else {
+            Duration::from_millis(500)
+        };
+        assert!(took < bound, "{id}: took {took:?}");
+    }
+}
+
+#[tokio::test]
+async fn huge_strings_get_422_or_413() {
+    let app = app();
+    // A 1 MiB reason: too long, and the answer does not echo a megabyte back.
+    let mut review = case_body("pod-valid");
+    *review
+        .pointer_mut("/request/object/status/volumeHealth/0/healthConditions/0/reason")
+        .unwrap() = json!("R".repeat(1 << 20));
+    let (status, body) = send(&app, "/validate", serde_json::to_vec(&review).unwrap()).await;
+    assert_eq!(assert_clear_refusal("1 MiB reason", status, &body), 422);
+    assert!(
+        serde_json::to_vec(&body).unwrap().len() < 64 * 1024,
+        "answer size"
+    );
+    // A 1 MiB message on a claim.
+    let mut review = case_body("pvc-valid");
+    *review
+        .pointer_mut("/request/object/status/healthStatus/healthConditions/0/message")
+        .unwrap() = json!("m".repeat(1 << 20));
+    let (status, body) = send(&app, "/validate", serde_json::to_vec(&review).unwrap()).await;
+    assert_eq!(assert_clear_refusal("1 MiB message", status, &body), 422);
+    // An 8 MiB string anywhere: over the body limit.
+    for path in ENDPOINTS {
+        let mut review = case_body("pod-valid");
+        review["request"]["object"]["metadata"]["annotations"] =
+            json!({"big": "x".repeat(8 << 20)});
+        let (status, body) = send(&app, path, serde_json::to_vec(&review).unwrap()).await;
+        assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{path}");
+        assert_clear_refusal(path, status, &body);
+    }
+}
+
+#[tokio::test]
+async fn invalid_utf8_gets_400() {
+    let app = app();
+    // In the envelope, in the object, and in a key.
+    for (where_, from, to) in [
+        ("uid", "705ab4f5", "705ab4f5\u{1}"),
+        ("reason", "DiskSlow", "Disk\u{1}Slow"),
+        ("key", "\"phase\"", "\"ph\u{1}ase\""),
+    ] {
+        let text = serde_json::to_string(&case_body("pod-valid"))
+            .unwrap()
+            .replacen(from, to, 1);
+        // A raw byte that is never valid UTF-8 where the marker is.
+        let bytes: Vec<u8> = text
+            .into_bytes()
+            .into_iter()
+            .map(|b| if b == 1 { 0xff } else { b })
+            .collect();
+        assert!(std::str::from_utf8(&bytes).is_err(), "{where_}");
+        for path in ENDPOINTS {
+            let (status, body) = send(&app, path, bytes.clone()).await;
+            assert_eq!(
+                assert_clear_refusal(&format!("{where_} {path}"), status, &body),
+                400
+            );
+        }
+    }
+    let mut bytes = serde_json::to_vec(&case_body("authz-status-update-own")).unwrap();
+    let at = bytes.windows(5).position(|w| w == b"node1").unwrap();
+    bytes[at] = 0xc3;
+    let (status, body) = send(&app, "/authorize", bytes).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_clear_refusal("authorize", status, &body);
+}
