@@ -13,9 +13,9 @@ run:
 		--feature-gates CSIVolumeHealth=true $(ARGS)
 
 ## test: formatting, lints with warnings denied, every test including doc tests
+## (benchmarks are built by lint and run by `make bench`)
 test: fmt-check lint
-	$(CARGO) test --workspace --locked --all-targets
-	$(CARGO) test --workspace --locked --doc
+	$(CARGO) test --workspace --locked
 
 ## lint: clippy over every crate and target, warnings are errors
 lint:
@@ -36,6 +36,7 @@ release:
 ## bench: criterion micro-benchmarks and the end-to-end load benchmark against a baseline server
 bench:
 	$(CARGO) bench --locked -p volume-health-validation --bench validate
+	$(CARGO) build --release --locked -p volume-health-webhooks --bin volume-health-webhook
 	$(CARGO) bench --locked -p volume-health-tests --bench load
 
 clean:

@@ -232,7 +232,8 @@ fn report(
     baseline_rss: Option<u64>,
 ) -> bool {
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-    let mib = |kib: Option<u64>| kib.map_or("?".to_owned(), |k| format!("{:.1}", k as f64 / 1024.0));
+    let mib =
+        |kib: Option<u64>| kib.map_or("?".to_owned(), |k| format!("{:.1}", k as f64 / 1024.0));
     println!();
     println!(
         "{:<26} {:>8} {:>10} {:>10} {:>6} {:>13} {:>8} {:>8} {:>8} {:>8} {:>7}",
@@ -294,7 +295,9 @@ fn report(
             RSS_TARGET_KIB / 1024,
         ));
     }
-    println!("errors are server/baseline; latencies in ms; round ratios: lowest-highest of the server/baseline pairs");
+    println!(
+        "errors are server/baseline; latencies in ms; round ratios: lowest-highest of the server/baseline pairs"
+    );
     println!(
         "peak RSS (VmHWM): server {} MiB, baseline {} MiB",
         mib(server_rss),

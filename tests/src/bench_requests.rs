@@ -23,7 +23,11 @@ const STARTED: &str = "2026-07-20T11:02:21Z";
 /// The admission review body of a kubelet's Pod status update (UPDATE of `pods/status`).
 pub fn pod_status_update() -> Vec<u8> {
     let old = pod(&["data-0", "wal-0"], "2026-07-20T11:40:00Z", "28411");
-    let new = pod(&["data-0", "wal-0", "cache-0"], "2026-07-20T11:45:00Z", "28457");
+    let new = pod(
+        &["data-0", "wal-0", "cache-0"],
+        "2026-07-20T11:45:00Z",
+        "28457",
+    );
     let request = json!({
         "uid": "0f8e2a8c-1d2b-4c6e-8a3f-5b7d9e1c3a42",
         "kind": {"group": "", "version": "v1", "kind": "Pod"},
@@ -153,13 +157,23 @@ fn kubelet() -> Value {
 
 const CONTAINERS: [(&str, &str); 4] = [
     ("postgres", "registry.example/postgres:16.3"),
-    ("metrics-exporter", "registry.example/postgres-exporter:0.15.0"),
+    (
+        "metrics-exporter",
+        "registry.example/postgres-exporter:0.15.0",
+    ),
     ("backup-agent", "registry.example/backup-agent:2.4.1"),
     ("log-shipper", "registry.example/fluent-bit:3.0.7"),
 ];
 
 const CLAIMS: [&str; 8] = [
-    "data-0", "wal-0", "cache-0", "archive-0", "backup-0", "tmp-0", "logs-0", "scratch-0",
+    "data-0",
+    "wal-0",
+    "cache-0",
+    "archive-0",
+    "backup-0",
+    "tmp-0",
+    "logs-0",
+    "scratch-0",
 ];
 
 /// A StatefulSet Pod on [`NODE`] with `status.volumeHealth` on the claims `health_on`.
@@ -313,19 +327,18 @@ fn container(index: usize, name: &str, image: &str) -> Value {
         ("PGDATA", None),
         ("PGPORT", None),
         ("LOG_LEVEL", None),
-        ("BACKUP_BUCKET", None),
-        ("TZ", None),
     ]
     .iter()
     .map(|(key, field)| match field {
-        Some(path) => json!({"name": key, "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": path}}}),
+        Some(path) => {
+            json!({"name": key, "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": path}}})
+        }
         None => json!({"name": key, "value": format!("{}-{index}", key.to_ascii_lowercase())}),
     })
     .collect();
     json!({
         "name": name,
         "image": image,
-        "args": ["--config=/etc/app/config.yaml", format!("--listen=:{port}")],
         "ports": [{"name": "main", "containerPort": port, "protocol": "TCP"}],
         "env": env,
         "resources": {

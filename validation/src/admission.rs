@@ -265,19 +265,32 @@ pub fn gated_field_to_drop(
     Ok((!old_in_use).then_some(input.resource.gated_pointer()))
 }
 
-fn decode_pair<'a, T: Deserialize<'a>>(
+fn decode_pair<'a, T: View<'a>>(
     input: &AdmissionInput<'a>,
 ) -> Result<(Option<T>, Option<T>), DecodeError> {
     let kind = input.resource.kind();
     let new = input
         .object
-        .map(|raw| decode(raw, "object", kind))
+        .map(|raw| decode_view(raw, "object", kind))
         .transpose()?;
     let old = input
         .old_object
-        .map(|raw| decode(raw, "oldObject", kind))
+        .map(|raw| decode_view(raw, "oldObject", kind))
         .transpose()?;
     Ok((new, old))
+}
+
+/// Decodes a view, through [`View::from_members`] when it can, else with serde over the whole
+/// object (which also gives any error its usual position and message).
+fn decode_view<'a, T: View<'a>>(
+    raw: &'a RawValue,
+    field: &'static str,
+    kind: &'static str,
+) -> Result<T, DecodeError> {
+    match T::from_members(raw.get()) {
+        Some(view) => Ok(view),
+        None => decode(raw, field, kind),
+    }
 }
 
 fn decode<'a, T: Deserialize<'a>>(
@@ -430,4 +443,259 @@ impl GatedView {
                 .is_some_and(|l| !l.is_empty()),
         }
     }
+}
+
+// The fast path of the views. An object in a review is a `RawValue`, so already checked to be
+// valid JSON; most of its bytes (containers, managed fields, container statuses) belong to
+// members no rule reads. Rather than have serde walk all of them a second time, the members a
+// view reads are located by a structural scan and only their text is decoded, with the same
+// types. Whenever the scan could disagree with serde (not an object, a key with an escape, a
+// member twice, which serde rejects, a value of the wrong shape), the view is decoded the usual
+// way, so results and errors stay exactly those of serde.
+
+/// A view that can be assembled from the text of the members it reads.
+trait View<'a>: Deserialize<'a> {
+    /// The view, or `None` to fall back to serde over the whole object.
+    fn from_members(json: &'a str) -> Option<Self>;
+}
+
+impl<'a> View<'a> for PodView<'a> {
+    fn from_members(json: &'a str) -> Option<Self> {
+        let [metadata, spec, status] = members(
+            json,
+            0,
+            [
+                ("metadata", &["name"]),
+                ("spec", &["nodeName", "volumes"]),
+                ("status", &["volumeHealth"]),
+            ],
+        )?
+        .0;
+        let spec = match spec {
+            Member::Absent | Member::Null => None,
+            Member::Object([node_name, volumes]) => Some(PodSpecView {
+                node_name: member(node_name)?,
+                volumes: member(volumes)?,
+            }),
+        };
+        let status = match status {
+            Member::Absent | Member::Null => None,
+            Member::Object([volume_health, _]) => Some(PodStatusView {
+                volume_health: member(volume_health)?,
+            }),
+        };
+        Some(PodView {
+            metadata: meta_view(metadata)?,
+            spec,
+            status,
+        })
+    }
+}
+
+impl<'a> View<'a> for CsiNodeView<'a> {
+    fn from_members(json: &'a str) -> Option<Self> {
+        let [metadata, spec, status] = members(
+            json,
+            0,
+            [
+                ("metadata", &["name"]),
+                ("spec", &["drivers"]),
+                ("status", &["storageHealth"]),
+            ],
+        )?
+        .0;
+        let spec = match spec {
+            Member::Absent | Member::Null => None,
+            Member::Object([drivers, _]) => Some(CsiNodeSpecView {
+                drivers: member(drivers)?,
+            }),
+        };
+        let status = match status {
+            Member::Absent | Member::Null => None,
+            Member::Object([storage_health, _]) => Some(CsiNodeStatusView {
+                storage_health: member(storage_health)?,
+            }),
+        };
+        Some(CsiNodeView {
+            metadata: meta_view(metadata)?,
+            spec,
+            status,
+        })
+    }
+}
+
+impl<'a> View<'a> for ClaimView<'a> {
+    fn from_members(_json: &'a str) -> Option<Self> {
+        // A claim is small; serde reads it whole.
+        None
+    }
+}
+
+/// `metadata`: absent is the default; `null` is left to serde, which refuses it.
+fn meta_view(metadata: Member<'_>) -> Option<MetaView<'_>> {
+    match metadata {
+        Member::Absent => Some(MetaView::default()),
+        Member::Null => None,
+        Member::Object([name, _]) => Some(MetaView {
+            name: member(name)?,
+        }),
+    }
+}
+
+/// An `Option<T>` member with `#[serde(default)]`: `None` when absent, else decoded from its
+/// text as serde would inside the object. The outer `None` asks for the fallback.
+fn member<'a, T: Deserialize<'a>>(text: Option<&'a str>) -> Option<Option<T>> {
+    match text {
+        None => Some(None),
+        Some(text) => serde_json::from_str(text).ok(),
+    }
+}
+
+/// A member of an object whose own members (up to two) are looked for.
+#[derive(Clone, Copy)]
+enum Member<'a> {
+    Absent,
+    Null,
+    /// The text of the inner members looked for, when present.
+    Object([Option<&'a str>; 2]),
+}
+
+/// In the object at `at` of `json` (valid JSON), the members named in `wanted`, each an object
+/// whose members named in its list are located in the same pass; and where the object ends.
+/// `None` when the text is not an object, a key holds an escape, a wanted member appears twice,
+/// or a wanted member is neither an object nor `null`.
+fn members<'a, const N: usize>(
+    json: &'a str,
+    at: usize,
+    wanted: [(&str, &[&str]); N],
+) -> Option<([Member<'a>; N], usize)> {
+    let mut found = [Member::Absent; N];
+    let mut seen = [false; N];
+    let end = scan_object(json, at, |key, value| {
+        let Some(slot) = wanted.iter().position(|(name, _)| name.as_bytes() == key) else {
+            return value_end(json.as_bytes(), value);
+        };
+        if seen[slot] {
+            return None;
+        }
+        seen[slot] = true;
+        if json.as_bytes().get(value..value + 4) == Some(b"null") {
+            found[slot] = Member::Null;
+            return Some(value + 4);
+        }
+        let inner_names = wanted[slot].1;
+        let mut inner = [None; 2];
+        let mut inner_seen = [false; 2];
+        let end = scan_object(json, value, |key, value| {
+            let end = value_end(json.as_bytes(), value)?;
+            if let Some(i) = inner_names.iter().position(|name| name.as_bytes() == key) {
+                if inner_seen[i] {
+                    return None;
+                }
+                inner_seen[i] = true;
+                inner[i] = Some(json.get(value..end)?);
+            }
+            Some(end)
+        })?;
+        found[slot] = Member::Object(inner);
+        Some(end)
+    })?;
+    Some((found, end))
+}
+
+/// Walks the members of the object at `at`: `visit` gets each key (raw, without escapes) and
+/// where its value starts, and returns where the value ends. Returns the end of the object;
+/// `None` when the text there is not an object, a key holds an escape, or `visit` gives up.
+fn scan_object(
+    json: &str,
+    at: usize,
+    mut visit: impl FnMut(&[u8], usize) -> Option<usize>,
+) -> Option<usize> {
+    let bytes = json.as_bytes();
+    let mut at = skip_whitespace(bytes, at);
+    if bytes.get(at) != Some(&b'{') {
+        return None;
+    }
+    at += 1;
+    loop {
+        at = skip_whitespace(bytes, at);
+        match bytes.get(at)? {
+            b'}' => return Some(at + 1),
+            b',' => {
+                at += 1;
+                continue;
+            }
+            b'"' => {}
+            _ => return None,
+        }
+        let key_end = string_end(bytes, at + 1)?;
+        let key = bytes.get(at + 1..key_end)?;
+        if key.contains(&b'\\') {
+            return None;
+        }
+        at = skip_whitespace(bytes, key_end + 1);
+        if bytes.get(at) != Some(&b':') {
+            return None;
+        }
+        at = skip_whitespace(bytes, at + 1);
+        at = visit(key, at)?;
+    }
+}
+
+fn skip_whitespace(bytes: &[u8], mut at: usize) -> usize {
+    while let Some(b' ' | b'\n' | b'\r' | b'\t') = bytes.get(at) {
+        at += 1;
+    }
+    at
+}
+
+/// The end (exclusive) of the valid JSON value starting at `at`.
+fn value_end(bytes: &[u8], at: usize) -> Option<usize> {
+    match bytes.get(at)? {
+        b'"' => Some(string_end(bytes, at + 1)? + 1),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut at = at;
+            loop {
+                match bytes.get(at)? {
+                    b'"' => at = string_end(bytes, at + 1)?,
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(at + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                at += 1;
+            }
+        }
+        _ => {
+            // A number or a literal: up to the next delimiter.
+            let len = bytes
+                .get(at..)?
+                .iter()
+                .position(|b| matches!(b, b',' | b'}' | b']' | b' ' | b'\n' | b'\r' | b'\t'))
+                .unwrap_or(bytes.len() - at);
+            Some(at + len)
+        }
+    }
+}
+
+/// The index of the quote closing the string whose contents start at `at`.
+fn string_end(bytes: &[u8], mut at: usize) -> Option<usize> {
+    loop {
+        at = quote_or_backslash(bytes, at)?;
+        if bytes[at] == b'"' {
+            return Some(at);
+        }
+        // An escape: the backslash and the character after it (the rest of `\uXXXX` is hex).
+        at += 2;
+    }
+}
+
+/// The first `"` or `\` at or after `at`.
+fn quote_or_backslash(bytes: &[u8], at: usize) -> Option<usize> {
+    memchr::memchr2(b'"', b'\\', bytes.get(at..)?).map(|i| at + i)
 }

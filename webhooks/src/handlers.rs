@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use json_patch::{Patch, PatchOperation, RemoveOperation, jsonptr::PointerBuf};
 use tower_http::timeout::TimeoutLayer;
-use volume_health_authz::{AuthzPolicy, Decision};
+use volume_health_authz::{AuthzPolicy, Decision, OwnedAttributes};
 use volume_health_validation::{
     AdmissionInput, HealthResource, Operation, RestrictionPolicy, Verdict, bad_request_status,
     gated_field_to_drop, validate_admission,
@@ -214,7 +214,8 @@ async fn authorize(
         Err(err) => return bad_review(&state, endpoint, &err, started),
     };
     let elapsed = started.elapsed();
-    let attrs = answer.resource.clone().unwrap_or_default();
+    let no_attrs = OwnedAttributes::default();
+    let attrs = answer.resource.as_ref().unwrap_or(&no_attrs);
     let decision = answer.decision.label();
     tracing::info!(
         endpoint,

@@ -15,8 +15,12 @@ pub enum LogFormat {
 /// Installs the global subscriber; `RUST_LOG` overrides the default `info` level.
 pub fn init(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    // Colour codes only for a terminal: log collectors store them as noise, and writing them
+    // costs a measurable share of a small request.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_writer(std::io::stderr);
     // A second init (tests) keeps the first subscriber.
     let _ = match format {

@@ -28,8 +28,7 @@ use tokio_rustls::TlsAcceptor;
 /// The answer to every admission review.
 const ADMISSION_ANSWER: &str = r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"00000000-0000-0000-0000-000000000000","allowed":true}}"#;
 /// The answer to every access review.
-const AUTHORIZATION_ANSWER: &str =
-    r#"{"apiVersion":"authorization.k8s.io/v1","kind":"SubjectAccessReview","status":{"allowed":true}}"#;
+const AUTHORIZATION_ANSWER: &str = r#"{"apiVersion":"authorization.k8s.io/v1","kind":"SubjectAccessReview","status":{"allowed":true}}"#;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (cert, key) = args()?;
