@@ -53,15 +53,54 @@ impl Errors {
     }
 }
 
-/// A condition type with the (status, reason) key and the field rules of its kind.
+/// A condition type with the (status, reason) key and the field rules of its kind: volume
+/// conditions count bytes, storage conditions count characters and carry two more enums.
 pub(crate) trait HealthCondition: PartialEq {
+    /// Supported `status` values, sorted.
+    const STATUSES: &'static [&'static str];
+    /// What the length limits count.
+    const UNIT: LengthUnit;
+    /// Longest `reason`.
+    const MAX_REASON: usize;
+    /// Longest `message`.
+    const MAX_MESSAGE: usize;
+
     fn status(&self) -> &str;
     fn reason(&self) -> &str;
+    fn message(&self) -> Option<&str>;
+
+    /// Declarative checks of the fields after `message`, in field order.
+    fn check_more_fields(&self, _path: &Path<'_>, _errors: &mut Errors) {}
+
     /// Declarative checks of every field, in field order.
-    fn check_fields(&self, path: &Path<'_>, errors: &mut Errors);
+    fn check_fields(&self, path: &Path<'_>, errors: &mut Errors) {
+        check_enum(&path.child("status"), self.status(), Self::STATUSES, errors);
+        let reason = self.reason();
+        let reason_path = path.child("reason");
+        if reason.is_empty() {
+            errors.declarative(&reason_path, ErrorKind::Required);
+        } else {
+            check_length(&reason_path, reason, Self::MAX_REASON, Self::UNIT, errors);
+        }
+        if let Some(message) = self.message() {
+            check_length(
+                &path.child("message"),
+                message,
+                Self::MAX_MESSAGE,
+                Self::UNIT,
+                errors,
+            );
+        }
+        self.check_more_fields(path, errors);
+    }
 }
 
 impl HealthCondition for VolumeHealthCondition {
+    const STATUSES: &'static [&'static str] = VOLUME_HEALTH_STATUSES;
+    const UNIT: LengthUnit = LengthUnit::Bytes;
+    const MAX_REASON: usize = MAX_VOLUME_REASON_BYTES;
+    const MAX_MESSAGE: usize = MAX_VOLUME_MESSAGE_BYTES;
+
     fn status(&self) -> &str {
         &self.status
     }
@@ -70,33 +109,17 @@ impl HealthCondition for VolumeHealthCondition {
         &self.reason
     }
 
-    fn check_fields(&self, path: &Path<'_>, errors: &mut Errors) {
-        check_enum(
-            &path.child("status"),
-            &self.status,
-            VOLUME_HEALTH_STATUSES,
-            errors,
-        );
-        check_reason_length(
-            &path.child("reason"),
-            &self.reason,
-            MAX_VOLUME_REASON_BYTES,
-            LengthUnit::Bytes,
-            errors,
-        );
-        if let Some(message) = &self.message {
-            check_length(
-                &path.child("message"),
-                message,
-                MAX_VOLUME_MESSAGE_BYTES,
-                LengthUnit::Bytes,
-                errors,
-            );
-        }
+    fn message(&self) -> Option<&str> {
+        self.message.as_deref()
     }
 }
 
 impl HealthCondition for StorageHealthCondition {
+    const STATUSES: &'static [&'static str] = STORAGE_HEALTH_STATUSES;
+    const UNIT: LengthUnit = LengthUnit::Characters;
+    const MAX_REASON: usize = MAX_STORAGE_REASON_CHARS;
+    const MAX_MESSAGE: usize = MAX_STORAGE_MESSAGE_CHARS;
+
     fn status(&self) -> &str {
         &self.status
     }
@@ -105,29 +128,11 @@ impl HealthCondition for StorageHealthCondition {
         &self.reason
     }
 
-    fn check_fields(&self, path: &Path<'_>, errors: &mut Errors) {
-        check_enum(
-            &path.child("status"),
-            &self.status,
-            STORAGE_HEALTH_STATUSES,
-            errors,
-        );
-        check_reason_length(
-            &path.child("reason"),
-            &self.reason,
-            MAX_STORAGE_REASON_CHARS,
-            LengthUnit::Characters,
-            errors,
-        );
-        if let Some(message) = &self.message {
-            check_length(
-                &path.child("message"),
-                message,
-                MAX_STORAGE_MESSAGE_CHARS,
-                LengthUnit::Characters,
-                errors,
-            );
-        }
+    fn message(&self) -> Option<&str> {
+        self.message.as_deref()
+    }
+
+    fn check_more_fields(&self, path: &Path<'_>, errors: &mut Errors) {
         // Optional enums: set means checked, even when set to "".
         if let Some(mode) = &self.access_mode {
             check_supported(&path.child("accessMode"), mode, ACCESS_MODES, errors);
@@ -237,20 +242,6 @@ fn check_supported(
                 supported,
             },
         );
-    }
-}
-
-fn check_reason_length(
-    path: &Path<'_>,
-    reason: &str,
-    max: usize,
-    unit: LengthUnit,
-    errors: &mut Errors,
-) {
-    if reason.is_empty() {
-        errors.declarative(path, ErrorKind::Required);
-    } else {
-        check_length(path, reason, max, unit, errors);
     }
 }
 

@@ -21,6 +21,7 @@ use volume_health_validation::{
     gated_field_to_drop, validate_admission,
 };
 
+use crate::error_chain;
 use crate::gates::FeatureGates;
 use crate::metrics::Metrics;
 use crate::review::{self, BadReview, Request};
@@ -329,19 +330,4 @@ fn error_response(
 
 fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
     (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
-}
-
-/// `err: source: source ...`, as one line.
-fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut message = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !message.contains(&text) {
-            message.push_str(": ");
-            message.push_str(&text);
-        }
-        source = cause.source();
-    }
-    message
 }

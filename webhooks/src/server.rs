@@ -443,15 +443,3 @@ async fn serve_connection(
         tracing::debug!(error = %err, "connection ended with an error");
     }
 }
-
-/// `err: source: source ...`, as one line.
-pub fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut message = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        message.push_str(": ");
-        message.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    message
-}
