@@ -252,6 +252,27 @@ fn not_a_directory(path: PathBuf, kind: EntryKind) -> Skip {
     }
 }
 
+/// The `vol_data.json` in `data_dir`, which must name the driver and the volume handle; a
+/// skip of `volume_dir` otherwise. `file` names the file in the skip's detail.
+fn load_identity(
+    fs: &(impl NodeFs + ?Sized),
+    data_dir: &Path,
+    volume_dir: &Path,
+    file: &str,
+) -> Result<VolumeData, Skip> {
+    let data = voldata::load(fs, data_dir)
+        .map_err(|e| skip(volume_dir, SkipReason::VoldataUnreadable, e.to_string()))?;
+    let missing = data.missing_identity_keys();
+    if !missing.is_empty() {
+        return Err(skip(
+            volume_dir,
+            SkipReason::VoldataIncomplete,
+            format!("{file} has no {}", missing.join(" and no ")),
+        ));
+    }
+    Ok(data)
+}
+
 fn skip(path: &Path, reason: SkipReason, detail: impl Into<String>) -> Skip {
     Skip {
         path: path.to_path_buf(),
@@ -280,16 +301,7 @@ fn describe_global_volume(
         }
         Err(e) => return Err(skip(volume_dir, SkipReason::NoGlobalmount, e.to_string())),
     }
-    let data = voldata::load(fs, volume_dir)
-        .map_err(|e| skip(volume_dir, SkipReason::VoldataUnreadable, e.to_string()))?;
-    let missing = data.missing_identity_keys();
-    if !missing.is_empty() {
-        return Err(skip(
-            volume_dir,
-            SkipReason::VoldataIncomplete,
-            format!("vol_data.json has no {}", missing.join(" and no ")),
-        ));
-    }
+    let data = load_identity(fs, volume_dir, volume_dir, "vol_data.json")?;
     let driver = data.driver_name().to_owned();
     let handle = data.volume_handle().to_owned();
     let (name, source) = match data.spec_vol_id() {
@@ -410,17 +422,12 @@ fn describe_global_block_volume(
         }
         Err(e) => return Err(skip(volume_dir, SkipReason::BlockNotStaged, e.to_string())),
     }
-    let data_dir = volume_dir.join(BLOCK_DATA_DIR);
-    let data = voldata::load(fs, &data_dir)
-        .map_err(|e| skip(volume_dir, SkipReason::VoldataUnreadable, e.to_string()))?;
-    let missing = data.missing_identity_keys();
-    if !missing.is_empty() {
-        return Err(skip(
-            volume_dir,
-            SkipReason::VoldataIncomplete,
-            format!("data/vol_data.json has no {}", missing.join(" and no ")),
-        ));
-    }
+    let data = load_identity(
+        fs,
+        &volume_dir.join(BLOCK_DATA_DIR),
+        volume_dir,
+        "data/vol_data.json",
+    )?;
     let spec_vol_id = data.spec_vol_id().to_owned();
     // No fallback to the handle here: every block teardown path is built
     // from the spec name, so a guessed one would point at the wrong files.

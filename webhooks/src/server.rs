@@ -174,11 +174,6 @@ impl Server {
         self.ca_pem.as_deref()
     }
 
-    /// The certificate resolver, to see what is served.
-    pub fn resolver(&self) -> Arc<ReloadingResolver> {
-        self.resolver.clone()
-    }
-
     /// Serves until `shutdown` completes, then drains: `/readyz` fails at once, connections are
     /// still accepted for `shutdown_delay` so that endpoints can update, then the listener
     /// closes, in-flight requests finish and keep-alive connections are closed, within

@@ -148,11 +148,6 @@ impl ReloadingResolver {
     pub fn replace(&self, key: CertifiedKey) {
         self.current.store(Arc::new(key));
     }
-
-    /// The certificate served now, leaf first.
-    pub fn chain(&self) -> Vec<CertificateDer<'static>> {
-        self.current.load().cert.clone()
-    }
 }
 
 impl ResolvesServerCert for ReloadingResolver {
