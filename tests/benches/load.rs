@@ -97,19 +97,24 @@ impl Drop for Reaped {
 }
 
 fn main() {
-    // `cargo bench` passes `--bench`; there are no options to read.
+    // `cargo bench` passes `--bench`; a further argument keeps only the endpoints whose label
+    // contains it, as criterion's filter does (`cargo bench --bench load -- CSINode`).
+    let filter = std::env::args()
+        .skip(1)
+        .find(|arg| !arg.starts_with("--"))
+        .unwrap_or_default();
     let cpus = std::thread::available_parallelism().map_or(0, usize::from);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .unwrap();
-    let failed = runtime.block_on(run(cpus));
+    let failed = runtime.block_on(run(cpus, &filter));
     if failed {
         std::process::exit(1);
     }
 }
 
-async fn run(cpus: usize) -> bool {
+async fn run(cpus: usize, filter: &str) -> bool {
     let dir = tempfile::tempdir().unwrap();
     let ca = write_certificate(dir.path());
     let cert = dir.path().join("tls.crt");
@@ -194,6 +199,15 @@ async fn run(cpus: usize) -> bool {
             min_ratio: 0.9,
         },
     ];
+
+    let endpoints: Vec<Endpoint> = endpoints
+        .into_iter()
+        .filter(|endpoint| endpoint.label.contains(filter))
+        .collect();
+    assert!(
+        !endpoints.is_empty(),
+        "no endpoint label contains {filter:?}"
+    );
 
     println!(
         "load benchmark: {cpus} CPUs; {CONNECTIONS} keep-alive HTTP/1.1 connections over TLS per server; \
