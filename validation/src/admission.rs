@@ -127,38 +127,96 @@ pub fn validate_admission(
     input: &AdmissionInput<'_>,
     policy: &RestrictionPolicy,
 ) -> Result<Verdict, DecodeError> {
+    let (object, old_object) = (
+        Slot::from_raw(input.object),
+        Slot::from_raw(input.old_object),
+    );
+    validate_subject(&Subject::new(input, &object, &old_object), policy)
+}
+
+/// An object of a request, as far as it has been read: raw JSON still to decode, or the view
+/// of its resource, read in the same pass as the review (see [`crate::AdmissionRequest`]).
+pub(crate) enum Slot<'a> {
+    Absent,
+    Raw(&'a RawValue),
+    Pod(PodView<'a>),
+    Claim(ClaimView<'a>),
+    CsiNode(CsiNodeView<'a>),
+}
+
+impl Default for Slot<'_> {
+    fn default() -> Self {
+        Slot::Absent
+    }
+}
+
+impl<'a> Slot<'a> {
+    fn from_raw(raw: Option<&'a RawValue>) -> Self {
+        raw.map_or(Slot::Absent, Slot::Raw)
+    }
+}
+
+/// What the decisions read of a request; the objects in whatever state they were read.
+pub(crate) struct Subject<'s, 'a> {
+    pub(crate) resource: HealthResource,
+    pub(crate) subresource: &'s str,
+    pub(crate) operation: Operation,
+    pub(crate) name: &'s str,
+    pub(crate) user: &'s UserInfo<'a>,
+    pub(crate) object: &'s Slot<'a>,
+    pub(crate) old_object: &'s Slot<'a>,
+}
+
+impl<'s, 'a> Subject<'s, 'a> {
+    fn new(input: &'s AdmissionInput<'a>, object: &'s Slot<'a>, old_object: &'s Slot<'a>) -> Self {
+        Subject {
+            resource: input.resource,
+            subresource: input.subresource,
+            operation: input.operation,
+            name: input.name,
+            user: input.user,
+            object,
+            old_object,
+        }
+    }
+}
+
+pub(crate) fn validate_subject(
+    input: &Subject<'_, '_>,
+    policy: &RestrictionPolicy,
+) -> Result<Verdict, DecodeError> {
     if !covered(input.subresource) || input.operation == Operation::Connect {
         return Ok(Verdict::Allowed);
     }
     match input.resource {
         HealthResource::Pods => {
-            let (new, old) = decode_pair::<PodView<'_>>(input)?;
+            let (new, old) = view_pair::<PodView<'_>>(input)?;
             let old_node = old
-                .as_ref()
+                .as_deref()
                 .and_then(|o| o.spec.as_ref()?.node_name.as_deref());
-            let object_name = new.as_ref().and_then(|n| n.metadata.name());
+            let object_name = new.as_deref().and_then(|n| n.metadata.name());
             if let Some(denied) = restrict(input, object_name, old_node, false, policy) {
                 return Ok(denied);
             }
-            let Some(new) = &new else {
+            let Some(new) = new.as_deref() else {
                 return Ok(Verdict::Allowed);
             };
             let volumes = new.spec.as_ref().and_then(|s| s.volumes.as_deref());
             let mut errors = Errors::default();
             check_pod_volume_health(
                 new.volume_health(),
-                old.as_ref().and_then(PodView::volume_health),
+                old.as_deref().and_then(PodView::volume_health),
                 |name| volumes.is_some_and(|v| v.iter().any(|v| v.name.as_deref() == Some(name))),
                 &mut errors,
             );
             Ok(invalid_or_allowed(input, object_name, errors))
         }
         HealthResource::PersistentVolumeClaims => {
-            let (new, old) = decode_pair::<ClaimView<'_>>(input)?;
-            let new_health = new.as_ref().and_then(ClaimView::health_status);
-            let old_health = old.as_ref().and_then(ClaimView::health_status);
+            let (new, old) = view_pair::<ClaimView<'_>>(input)?;
+            let new_health = new.as_deref().and_then(ClaimView::health_status);
+            let old_health = old.as_deref().and_then(ClaimView::health_status);
             let changed = input.operation == Operation::Update && new_health != old_health;
-            let object_name = new.as_ref().and_then(|n| n.metadata.name());
+            let object_name = new.as_deref().and_then(|n| n.metadata.name());
             if let Some(denied) = restrict(input, object_name, None, changed, policy) {
                 return Ok(denied);
             }
@@ -167,19 +225,19 @@ pub fn validate_admission(
             Ok(invalid_or_allowed(input, object_name, errors))
         }
         HealthResource::CsiNodes => {
-            let (new, old) = decode_pair::<CsiNodeView<'_>>(input)?;
-            let object_name = new.as_ref().and_then(|n| n.metadata.name());
+            let (new, old) = view_pair::<CsiNodeView<'_>>(input)?;
+            let object_name = new.as_deref().and_then(|n| n.metadata.name());
             if let Some(denied) = restrict(input, object_name, None, false, policy) {
                 return Ok(denied);
             }
-            let Some(new) = &new else {
+            let Some(new) = new.as_deref() else {
                 return Ok(Verdict::Allowed);
             };
             let drivers = new.spec.as_ref().and_then(|s| s.drivers.as_deref());
             let mut errors = Errors::default();
             check_storage_health(
                 new.storage_health(),
-                old.as_ref().and_then(CsiNodeView::storage_health),
+                old.as_deref().and_then(CsiNodeView::storage_health),
                 |name| drivers.is_some_and(|d| d.iter().any(|d| d.name.as_deref() == Some(name))),
                 &mut errors,
             );
@@ -190,7 +248,7 @@ pub fn validate_admission(
 
 /// Runs the node restriction; `Some` is the denial.
 fn restrict(
-    input: &AdmissionInput<'_>,
+    input: &Subject<'_, '_>,
     object_name: Option<&str>,
     old_pod_node_name: Option<&str>,
     health_status_changed: bool,
@@ -222,7 +280,7 @@ fn restrict(
 }
 
 fn invalid_or_allowed(
-    input: &AdmissionInput<'_>,
+    input: &Subject<'_, '_>,
     object_name: Option<&str>,
     errors: Errors,
 ) -> Verdict {
@@ -244,40 +302,101 @@ pub fn gated_field_to_drop(
     input: &AdmissionInput<'_>,
     gate_enabled: bool,
 ) -> Result<Option<&'static str>, DecodeError> {
+    let (object, old_object) = (
+        Slot::from_raw(input.object),
+        Slot::from_raw(input.old_object),
+    );
+    gated_field_to_drop_subject(&Subject::new(input, &object, &old_object), gate_enabled)
+}
+
+pub(crate) fn gated_field_to_drop_subject(
+    input: &Subject<'_, '_>,
+    gate_enabled: bool,
+) -> Result<Option<&'static str>, DecodeError> {
     if gate_enabled
         || !covered(input.subresource)
         || !matches!(input.operation, Operation::Create | Operation::Update)
     {
         return Ok(None);
     }
-    let kind = input.resource.kind();
-    let Some(object) = input.object else {
-        return Ok(None);
-    };
-    let new: GatedView = decode(object, "object", kind)?;
-    if !new.in_use(input.resource) {
+    if matches!(input.object, Slot::Absent) || !in_use(input.resource, input.object, "object")? {
         return Ok(None);
     }
-    let old_in_use = match input.old_object {
-        Some(old) => decode::<GatedView>(old, "oldObject", kind)?.in_use(input.resource),
-        None => false,
-    };
+    let old_in_use = in_use(input.resource, input.old_object, "oldObject")?;
     Ok((!old_in_use).then_some(input.resource.gated_pointer()))
 }
 
-fn decode_pair<'a, T: View<'a>>(
-    input: &AdmissionInput<'a>,
-) -> Result<(Option<T>, Option<T>), DecodeError> {
+/// Whether the object uses the gated field: a claim's `healthStatus` is non-null; a list is
+/// non-empty. The same test tells whether a new object carries a value worth dropping: an empty
+/// list or `null` decodes to the same typed object as an absent field, so removing it would
+/// change nothing. Raw objects are read for that one field only; items are skipped, not decoded.
+fn in_use(
+    resource: HealthResource,
+    slot: &Slot<'_>,
+    field: &'static str,
+) -> Result<bool, DecodeError> {
+    let non_empty = |list: Option<&[_]>| list.is_some_and(|l: &[IgnoredAny]| !l.is_empty());
+    let kind = resource.kind();
+    Ok(match (resource, slot) {
+        (_, Slot::Absent) => false,
+        (HealthResource::Pods, Slot::Raw(raw)) => {
+            let gated: Gated<PodGated> = decode(raw, field, kind)?;
+            non_empty(gated.status.and_then(|s| s.volume_health).as_deref())
+        }
+        (HealthResource::PersistentVolumeClaims, Slot::Raw(raw)) => {
+            let gated: Gated<ClaimGated> = decode(raw, field, kind)?;
+            gated.status.is_some_and(|s| s.health_status.is_some())
+        }
+        (HealthResource::CsiNodes, Slot::Raw(raw)) => {
+            let gated: Gated<CsiNodeGated> = decode(raw, field, kind)?;
+            non_empty(gated.status.and_then(|s| s.storage_health).as_deref())
+        }
+        (_, Slot::Pod(view)) => view.volume_health().is_some_and(|l| !l.is_empty()),
+        (_, Slot::Claim(view)) => view.health_status().is_some(),
+        (_, Slot::CsiNode(view)) => view.storage_health().is_some_and(|l| !l.is_empty()),
+    })
+}
+
+/// The views of `object` and `oldObject`, decoded now when still raw.
+fn view_pair<'s, 'a: 's, V: View<'a>>(
+    input: &Subject<'s, 'a>,
+) -> Result<(Option<Held<'s, V>>, Option<Held<'s, V>>), DecodeError> {
     let kind = input.resource.kind();
-    let new = input
-        .object
-        .map(|raw| decode_view(raw, "object", kind))
-        .transpose()?;
-    let old = input
-        .old_object
-        .map(|raw| decode_view(raw, "oldObject", kind))
-        .transpose()?;
-    Ok((new, old))
+    Ok((
+        view(input.object, "object", kind)?,
+        view(input.old_object, "oldObject", kind)?,
+    ))
+}
+
+fn view<'s, 'a: 's, V: View<'a>>(
+    slot: &'s Slot<'a>,
+    field: &'static str,
+    kind: &'static str,
+) -> Result<Option<Held<'s, V>>, DecodeError> {
+    match slot {
+        Slot::Absent => Ok(None),
+        Slot::Raw(raw) => decode_view(raw, field, kind).map(|view| Some(Held::Owned(view))),
+        // A view read with the review is of the request's resource: the resource is read
+        // before the objects, and only once.
+        read => Ok(V::in_slot(read).map(Held::Borrowed)),
+    }
+}
+
+/// A view decoded here, or borrowed from a [`Slot`].
+enum Held<'s, V> {
+    Borrowed(&'s V),
+    Owned(V),
+}
+
+impl<V> std::ops::Deref for Held<'_, V> {
+    type Target = V;
+
+    fn deref(&self) -> &V {
+        match self {
+            Held::Borrowed(view) => view,
+            Held::Owned(view) => view,
+        }
+    }
 }
 
 /// Decodes a view, through [`View::from_members`] when it can, else with serde over the whole
@@ -327,7 +446,7 @@ struct NameView<'a> {
 }
 
 #[derive(Deserialize)]
-struct PodView<'a> {
+pub(crate) struct PodView<'a> {
     #[serde(borrow, default)]
     metadata: MetaView<'a>,
     #[serde(borrow, default)]
@@ -359,7 +478,7 @@ impl PodView<'_> {
 }
 
 #[derive(Deserialize)]
-struct ClaimView<'a> {
+pub(crate) struct ClaimView<'a> {
     #[serde(borrow, default)]
     metadata: MetaView<'a>,
     #[serde(default)]
@@ -380,7 +499,7 @@ impl ClaimView<'_> {
 }
 
 #[derive(Deserialize)]
-struct CsiNodeView<'a> {
+pub(crate) struct CsiNodeView<'a> {
     #[serde(borrow, default)]
     metadata: MetaView<'a>,
     #[serde(borrow, default)]
@@ -408,41 +527,33 @@ impl CsiNodeView<'_> {
     }
 }
 
-/// Only whether each gated field holds a value; items are skipped, not decoded.
-#[derive(Deserialize, Default)]
-struct GatedView {
+/// Only the gated field of an object, its items skipped, not decoded.
+#[derive(Deserialize)]
+#[serde(bound = "S: Deserialize<'de>")]
+struct Gated<S> {
     #[serde(default)]
-    status: Option<GatedStatusView>,
+    status: Option<S>,
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct GatedStatusView {
-    #[serde(default)]
-    health_status: Option<IgnoredAny>,
+struct PodGated {
     #[serde(default)]
     volume_health: Option<Vec<IgnoredAny>>,
-    #[serde(default)]
-    storage_health: Option<Vec<IgnoredAny>>,
 }
 
-impl GatedView {
-    /// "In use": a claim's `healthStatus` is non-null; a list is non-empty. The same
-    /// test tells whether a new object carries a value worth dropping: an empty list or `null`
-    /// decodes to the same typed object as an absent field, so removing it would change nothing.
-    fn in_use(&self, resource: HealthResource) -> bool {
-        let Some(status) = &self.status else {
-            return false;
-        };
-        match resource {
-            HealthResource::PersistentVolumeClaims => status.health_status.is_some(),
-            HealthResource::Pods => status.volume_health.as_ref().is_some_and(|l| !l.is_empty()),
-            HealthResource::CsiNodes => status
-                .storage_health
-                .as_ref()
-                .is_some_and(|l| !l.is_empty()),
-        }
-    }
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ClaimGated {
+    #[serde(default)]
+    health_status: Option<IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CsiNodeGated {
+    #[serde(default)]
+    storage_health: Option<Vec<IgnoredAny>>,
 }
 
 // The fast path of the views. An object in a review is a `RawValue`, so already checked to be
@@ -457,9 +568,19 @@ impl GatedView {
 trait View<'a>: Deserialize<'a> {
     /// The view, or `None` to fall back to serde over the whole object.
     fn from_members(json: &'a str) -> Option<Self>;
+
+    /// The view held by a slot read with the review.
+    fn in_slot<'s>(slot: &'s Slot<'a>) -> Option<&'s Self>;
 }
 
 impl<'a> View<'a> for PodView<'a> {
+    fn in_slot<'s>(slot: &'s Slot<'a>) -> Option<&'s Self> {
+        match slot {
+            Slot::Pod(view) => Some(view),
+            _ => None,
+        }
+    }
+
     fn from_members(json: &'a str) -> Option<Self> {
         let [metadata, spec, status] = members(
             json,
@@ -493,6 +614,13 @@ impl<'a> View<'a> for PodView<'a> {
 }
 
 impl<'a> View<'a> for CsiNodeView<'a> {
+    fn in_slot<'s>(slot: &'s Slot<'a>) -> Option<&'s Self> {
+        match slot {
+            Slot::CsiNode(view) => Some(view),
+            _ => None,
+        }
+    }
+
     fn from_members(json: &'a str) -> Option<Self> {
         let [metadata, spec, status] = members(
             json,
@@ -525,6 +653,13 @@ impl<'a> View<'a> for CsiNodeView<'a> {
 }
 
 impl<'a> View<'a> for ClaimView<'a> {
+    fn in_slot<'s>(slot: &'s Slot<'a>) -> Option<&'s Self> {
+        match slot {
+            Slot::Claim(view) => Some(view),
+            _ => None,
+        }
+    }
+
     fn from_members(_json: &'a str) -> Option<Self> {
         // A claim is small; serde reads it whole.
         None

@@ -39,7 +39,9 @@
 //! ```
 //!
 //! Webhooks work from the review's raw JSON with [`validate_admission`] and
-//! [`gated_field_to_drop`], which decode only the fields the rules read.
+//! [`gated_field_to_drop`], which decode only the fields the rules read, or deserialize the
+//! review's `request` as an [`AdmissionRequest`], which reads the objects' views in the same
+//! pass as the rest of the body.
 
 mod admission;
 mod conditions;
@@ -50,6 +52,7 @@ mod identity;
 pub mod names;
 mod pod;
 mod pvc;
+mod request;
 mod resource;
 mod restriction;
 mod status;
@@ -67,6 +70,7 @@ pub use field::{ErrorKind, ErrorList, FieldError, GoQuoted, LengthUnit, Path};
 pub use identity::{NODE_USER_PREFIX, NODES_GROUP, node_name};
 pub use pod::{validate_pod, validate_pod_volume_health};
 pub use pvc::{validate_pvc, validate_volume_health_status};
+pub use request::{AdmissionRequest, GroupVersionResource, RawObjects};
 pub use resource::{HealthResource, Operation};
 pub use restriction::{
     CSINODE_OTHER_NODE, CSINODE_STATUS_GATED, RestrictionInput, RestrictionPolicy,

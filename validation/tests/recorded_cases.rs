@@ -7,8 +7,8 @@
 use serde_json::Value;
 use serde_json::value::RawValue;
 use volume_health_validation::{
-    AdmissionInput, HealthResource, Operation, RestrictionPolicy, UserInfo, Verdict,
-    gated_field_to_drop, validate_admission,
+    AdmissionInput, AdmissionRequest, HealthResource, Operation, RawObjects, RestrictionPolicy,
+    UserInfo, Verdict, gated_field_to_drop, validate_admission,
 };
 
 fn cases() -> Vec<Value> {
@@ -95,4 +95,130 @@ fn recorded_cases() {
         ran += 1;
     }
     assert_eq!(ran, 31, "every admission case ran");
+}
+
+/// The request's members in the order kube-apiserver writes them (the Go struct's field order),
+/// unknown ones after; `serde_json::Value` would sort them, putting `object` before `resource`.
+fn apiserver_order(request: &Value) -> String {
+    const ORDER: [&str; 15] = [
+        "uid",
+        "kind",
+        "resource",
+        "subResource",
+        "requestKind",
+        "requestResource",
+        "requestSubResource",
+        "name",
+        "namespace",
+        "operation",
+        "userInfo",
+        "object",
+        "oldObject",
+        "dryRun",
+        "options",
+    ];
+    let members = request.as_object().unwrap();
+    let mut keys: Vec<&String> = members.keys().collect();
+    keys.sort_by_key(|k| ORDER.iter().position(|o| o == k).unwrap_or(ORDER.len()));
+    let parts: Vec<String> = keys
+        .iter()
+        .map(|k| format!("{}:{}", Value::from(k.as_str()), members[k.as_str()]))
+        .collect();
+    format!("{{{}}}", parts.join(","))
+}
+
+/// Reading a request in one pass (objects as views) or with raw objects gives the answers of
+/// `validate_admission` and `gated_field_to_drop`, in either member order, with every gate and
+/// policy of the recorded cases.
+#[test]
+fn one_pass_reading_answers_as_raw_json() {
+    let mut compared = 0;
+    for case in cases() {
+        if case["endpoint"] == "authorize" {
+            continue;
+        }
+        let id = case["id"].as_str().unwrap();
+        let request = &case["body"]["request"];
+        let Some(resource) = HealthResource::from_group_resource(
+            request["resource"]["group"].as_str().unwrap(),
+            request["resource"]["resource"].as_str().unwrap(),
+        ) else {
+            continue;
+        };
+        let operation = Operation::parse(request["operation"].as_str().unwrap()).unwrap();
+        let user_json = request["userInfo"].to_string();
+        let user: UserInfo<'_> = serde_json::from_str(&user_json).unwrap();
+        let (object, old_object) = (raw(&request["object"]), raw(&request["oldObject"]));
+        let input = AdmissionInput {
+            resource,
+            subresource: request["subResource"].as_str().unwrap_or(""),
+            operation,
+            name: request["name"].as_str().unwrap_or(""),
+            user: &user,
+            object: object.as_deref(),
+            old_object: old_object.as_deref(),
+        };
+        let sorted = request.to_string();
+        let ordered = apiserver_order(request);
+        assert!(
+            ordered.find("\"resource\"") < ordered.find("\"object\""),
+            "{id}"
+        );
+        for gate_enabled in [true, false] {
+            let policy = RestrictionPolicy {
+                gate_enabled,
+                pvc_health_writers: None,
+            };
+            let want_verdict = validate_admission(&input, &policy).unwrap();
+            let want_drop = gated_field_to_drop(&input, gate_enabled).unwrap();
+            let one_pass: AdmissionRequest<'_> = serde_json::from_str(&ordered).unwrap();
+            let raw_sorted: RawObjects<'_> = serde_json::from_str(&sorted).unwrap();
+            let one_pass_sorted: AdmissionRequest<'_> = serde_json::from_str(&sorted).unwrap();
+            for (how, read) in [
+                ("one pass", &one_pass),
+                ("raw objects", &raw_sorted.0),
+                ("object before resource", &one_pass_sorted),
+            ] {
+                assert_eq!(read.health_resource(), Some(resource), "{id} {how}");
+                assert_eq!(read.uid, request["uid"].as_str().unwrap(), "{id} {how}");
+                assert_eq!(read.has_object(), object.is_some(), "{id} {how}");
+                assert_eq!(
+                    read.validate(operation, &policy).unwrap(),
+                    want_verdict,
+                    "{id} {how} gate {gate_enabled}"
+                );
+                assert_eq!(
+                    read.gated_field_to_drop(operation, gate_enabled).unwrap(),
+                    want_drop,
+                    "{id} {how} gate {gate_enabled}"
+                );
+                compared += 1;
+            }
+        }
+    }
+    assert_eq!(compared, 31 * 2 * 3, "every admission case compared");
+}
+
+/// An object that is not its kind fails the one-pass read; the same request read with raw
+/// objects yields it, and the object's decode error when a rule reads it.
+#[test]
+fn one_pass_reading_fails_where_an_object_is_not_its_kind() {
+    let request = r#"{"uid":"u","resource":{"group":"","version":"v1","resource":"pods"},
+        "subResource":"status","operation":"UPDATE","userInfo":{"username":"system:node:n1","groups":["system:nodes"]},
+        "object":{"metadata":{"name":"p"},"status":{"volumeHealth":[{"name":7}]}},
+        "oldObject":{"metadata":{"name":"p"},"spec":{"nodeName":"n1"}}}"#;
+    assert!(serde_json::from_str::<AdmissionRequest<'_>>(request).is_err());
+    let raw: RawObjects<'_> = serde_json::from_str(request).unwrap();
+    let err = raw
+        .0
+        .validate(Operation::Update, &RestrictionPolicy::default())
+        .unwrap_err();
+    assert_eq!(err.to_string(), "failed to decode object as Pod");
+    let duplicate = serde_json::from_str::<RawObjects<'_>>(r#"{"uid":"a","uid":"b"}"#)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        duplicate.starts_with("duplicate field `uid`"),
+        "{duplicate}"
+    );
 }
