@@ -137,13 +137,34 @@ pub fn kubelet_csinode_status_access() -> Vec<u8> {
     review.to_string().into_bytes()
 }
 
+/// The review body with the request's members in the order kube-apiserver writes them (the Go
+/// struct's field order: `resource` before `object`), which `serde_json::Value` would sort.
 fn admission_review(request: Value) -> Vec<u8> {
-    json!({
-        "kind": "AdmissionReview",
-        "apiVersion": "admission.k8s.io/v1",
-        "request": request
-    })
-    .to_string()
+    const ORDER: [&str; 15] = [
+        "uid",
+        "kind",
+        "resource",
+        "subResource",
+        "requestKind",
+        "requestResource",
+        "requestSubResource",
+        "name",
+        "namespace",
+        "operation",
+        "userInfo",
+        "object",
+        "oldObject",
+        "dryRun",
+        "options",
+    ];
+    let members: Vec<String> = ORDER
+        .iter()
+        .filter_map(|key| Some(format!("{}:{}", Value::from(*key), request.get(*key)?)))
+        .collect();
+    format!(
+        r#"{{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{{{}}}}}"#,
+        members.join(",")
+    )
     .into_bytes()
 }
 
