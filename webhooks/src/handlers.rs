@@ -1,6 +1,7 @@
 //! The HTTP face of the webhooks: `/mutate`, `/validate` and `/authorize` as an axum `Router`,
-//! with one log line and one metrics sample per request. TLS, ports and signals live elsewhere,
-//! so tests drive this router in-process.
+//! with one log line and one metrics sample per request (reviews that are simply allowed are
+//! logged at debug level). TLS, ports and signals live elsewhere, so tests drive this router
+//! in-process.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -15,7 +16,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use json_patch::{Patch, PatchOperation, RemoveOperation, jsonptr::PointerBuf};
 use tower_http::timeout::TimeoutLayer;
-use volume_health_authz::{AuthzPolicy, OwnedAttributes};
+use tracing::Level;
+use volume_health_authz::{AuthzPolicy, Decision, OwnedAttributes};
 use volume_health_validation::{
     AdmissionInput, HealthResource, Operation, RestrictionPolicy, Verdict, bad_request_status,
     gated_field_to_drop, validate_admission,
@@ -176,20 +178,34 @@ fn admit(
     });
     let (response, decision) = decide(state, &request, input.as_ref());
     let elapsed = started.elapsed();
-    tracing::info!(
-        endpoint,
-        uid = %request.uid,
-        resource = %request.resource.resource,
-        subresource = request.subresource(),
-        namespace = request.namespace.as_deref().unwrap_or_default(),
-        name = request.name(),
-        operation = operation.as_str(),
-        user = %request.user_info.username,
-        dry_run = request.dry_run.unwrap_or(false),
-        decision,
-        latency_us = elapsed.as_micros() as u64,
-        "admission review"
-    );
+    macro_rules! log_review {
+        ($level:expr) => {
+            tracing::event!(
+                $level,
+                endpoint,
+                uid = %request.uid,
+                resource = %request.resource.resource,
+                subresource = request.subresource(),
+                namespace = request.namespace.as_deref().unwrap_or_default(),
+                name = request.name(),
+                operation = operation.as_str(),
+                user = %request.user_info.username,
+                dry_run = request.dry_run.unwrap_or(false),
+                decision,
+                latency_us = elapsed.as_micros() as u64,
+                "admission review"
+            )
+        };
+    }
+    // Every kubelet status write passes through here, and almost all of them are simply
+    // allowed: those are counted in /metrics, and logged only at debug level
+    // (`RUST_LOG=volume_health_webhooks=debug` logs every review). Denials and patches, the
+    // answers someone may have to look into, are logged at info.
+    if decision == "allowed" {
+        log_review!(Level::DEBUG);
+    } else {
+        log_review!(Level::INFO);
+    }
     state.metrics.observe(
         endpoint,
         resource.map_or("other", HealthResource::resource),
@@ -218,20 +234,32 @@ async fn authorize(
     let no_attrs = OwnedAttributes::default();
     let attrs = answer.resource.as_ref().unwrap_or(&no_attrs);
     let decision = answer.decision.label();
-    tracing::info!(
-        endpoint,
-        user = %answer.user,
-        verb = %attrs.verb,
-        group = %attrs.group,
-        resource = %attrs.resource,
-        subresource = %attrs.subresource,
-        name = %attrs.name,
-        non_resource = answer.resource.is_none(),
-        decision,
-        reason = answer.decision.reason(),
-        latency_us = elapsed.as_micros() as u64,
-        "authorization review"
-    );
+    macro_rules! log_review {
+        ($level:expr) => {
+            tracing::event!(
+                $level,
+                endpoint,
+                user = %answer.user,
+                verb = %attrs.verb,
+                group = %attrs.group,
+                resource = %attrs.resource,
+                subresource = %attrs.subresource,
+                name = %attrs.name,
+                non_resource = answer.resource.is_none(),
+                decision,
+                reason = answer.decision.reason(),
+                latency_us = elapsed.as_micros() as u64,
+                "authorization review"
+            )
+        };
+    }
+    // As for admission: the ordinary answers (allow, or no opinion for everything outside the
+    // table) are counted in /metrics and logged at debug level; a deny is logged at info.
+    if matches!(answer.decision, Decision::Deny(_)) {
+        log_review!(Level::INFO);
+    } else {
+        log_review!(Level::DEBUG);
+    }
     let csinodes = attrs.group == "storage.k8s.io" && attrs.resource == "csinodes";
     state.metrics.observe(
         endpoint,

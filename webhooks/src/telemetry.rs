@@ -1,4 +1,5 @@
-//! Logging setup: one structured line per request, text or JSON.
+//! Logging setup: one structured line per review (at debug level for reviews that are simply
+//! allowed), text or JSON.
 
 use tracing_subscriber::EnvFilter;
 

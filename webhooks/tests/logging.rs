@@ -1,0 +1,136 @@
+//! Log levels of the reviews. Alone in its test binary: tracing caches each call site's
+//! interest process-wide, and tests running next to it without a subscriber would race it.
+
+// Test code unwraps: a panic is a failed test with its location.
+#![allow(clippy::unwrap_used)]
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use serde_json::Value;
+use tower::ServiceExt;
+use volume_health_webhooks::gates::FeatureGates;
+use volume_health_webhooks::metrics::Metrics;
+use volume_health_webhooks::{Settings, router};
+
+fn app(deny_on_mismatch: bool) -> Router {
+    let settings = Settings {
+        gates: FeatureGates {
+            csi_volume_health: true,
+        },
+        authz_deny_on_mismatch: deny_on_mismatch,
+        pvc_health_writers: None,
+        max_request_bytes: 7 * 1024 * 1024,
+        request_timeout: Duration::from_secs(10),
+    };
+    router(&settings, Metrics::new())
+}
+
+fn case(id: &str) -> Value {
+    let text = include_str!("../../tests/fixtures/admission/cases.json");
+    let cases: Vec<Value> = serde_json::from_str(text).unwrap();
+    cases.into_iter().find(|c| c["id"] == id).unwrap()
+}
+
+async fn post(app: &Router, path: &str, id: &str) {
+    let request = Request::post(path)
+        .header("content-type", "application/json")
+        .body(Body::from(serde_json::to_vec(&case(id)["body"]).unwrap()))
+        .unwrap();
+    let response = app.clone().oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK, "{id}");
+}
+
+/// What a test subscriber writes.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    fn take(&self) -> String {
+        String::from_utf8(std::mem::take(&mut *self.0.lock().unwrap())).unwrap()
+    }
+
+    /// A text subscriber at `level` writing here, installed for this thread.
+    fn install(&self, level: tracing::Level) -> tracing::subscriber::DefaultGuard {
+        let writer = self.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(level)
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        tracing::subscriber::set_default(subscriber)
+    }
+}
+
+/// Reviews that are simply allowed (and no-opinion authorizations) are logged at debug level;
+/// denials, bad objects and authorization denies at info, with the same fields.
+#[tokio::test]
+async fn allowed_reviews_are_logged_at_debug_and_the_rest_at_info() {
+    let logs = Captured::default();
+    let (app, deny) = (app(false), app(true));
+    let ordinary = async |app: &Router| {
+        post(app, "/validate", "pod-valid").await;
+        post(app, "/mutate", "pod-valid").await;
+        post(app, "/authorize", "authz-status-update-own").await;
+        post(app, "/authorize", "authz-non-node-user").await;
+    };
+
+    let guard = logs.install(tracing::Level::INFO);
+    ordinary(&app).await;
+    assert_eq!(logs.take(), "", "allowed reviews at info");
+    post(&app, "/validate", "pod-name-required").await;
+    post(&deny, "/authorize", "authz-status-update-other").await;
+    let text = logs.take();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(lines[0].contains(" INFO "), "{text}");
+    assert!(lines[0].contains("admission review"), "{text}");
+    assert!(lines[0].contains(r#"decision="invalid""#), "{text}");
+    assert!(lines[1].contains(" INFO "), "{text}");
+    assert!(lines[1].contains("authorization review"), "{text}");
+    assert!(lines[1].contains(r#"decision="deny""#), "{text}");
+    drop(guard);
+
+    let _guard = logs.install(tracing::Level::DEBUG);
+    ordinary(&app).await;
+    let text = logs.take();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 4, "{text}");
+    assert!(lines.iter().all(|l| l.contains(" DEBUG ")), "{text}");
+    for (line, decision) in lines
+        .iter()
+        .zip(["allowed", "allowed", "allow", "no-opinion"])
+    {
+        assert!(
+            line.contains(&format!(r#"decision="{decision}""#)),
+            "{text}"
+        );
+        assert!(line.contains("latency_us="), "{text}");
+    }
+    for field in ["uid=", "resource=", "operation=", "user=", "dry_run="] {
+        assert!(lines[0].contains(field), "{field} in {text}");
+    }
+    for field in [
+        "verb=",
+        "group=",
+        "subresource=",
+        "non_resource=",
+        "reason=",
+    ] {
+        assert!(lines[2].contains(field), "{field} in {text}");
+    }
+}
