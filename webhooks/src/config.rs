@@ -87,7 +87,7 @@ pub struct ServeArgs {
     /// Time allowed for the TLS handshake and each request's headers (h2: the first request).
     #[arg(long, env = "VOLUME_HEALTH_HEADER_READ_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
     pub header_read_timeout: Duration,
-    /// Time allowed from a request's start to its answer, body included.
+    /// Time allowed to receive a request's body (the answer follows without waiting).
     #[arg(long, env = "VOLUME_HEALTH_REQUEST_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
     pub request_timeout: Duration,
     /// Most connections served at once.

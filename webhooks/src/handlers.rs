@@ -8,14 +8,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::body::{Body, Bytes, HttpBody};
+use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use http_body_util::{BodyExt, LengthLimitError, Limited};
 use json_patch::{Patch, PatchOperation, RemoveOperation, jsonptr::PointerBuf};
-use tower_http::timeout::TimeoutLayer;
 use tracing::Level;
 use volume_health_authz::{AuthzPolicy, Decision, OwnedAttributes};
 use volume_health_validation::{
@@ -39,7 +38,8 @@ pub struct Settings {
     pub pvc_health_writers: Option<HashSet<String>>,
     /// Largest request body accepted; larger gets 413.
     pub max_request_bytes: usize,
-    /// Longest time from request start to answer, body read included; longer gets 408.
+    /// Longest time to receive a request's body; longer gets 408. The handlers do not wait on
+    /// anything else, so this bounds the time from a request's headers to its answer.
     pub request_timeout: Duration,
 }
 
@@ -50,6 +50,8 @@ pub struct WebhookState {
     authz: AuthzPolicy,
     gates: FeatureGates,
     metrics: Metrics,
+    max_request_bytes: usize,
+    request_timeout: Duration,
 }
 
 impl WebhookState {
@@ -66,30 +68,57 @@ impl WebhookState {
             },
             gates: settings.gates,
             metrics,
+            max_request_bytes: settings.max_request_bytes,
+            request_timeout: settings.request_timeout,
         }
     }
 }
 
-/// The webhook routes. The body limit is explicit: an UPDATE review carries the object twice,
-/// and axum's 2 MB default would refuse large objects the apiserver accepts.
+/// The webhook routes. Each handler reads its body itself, within `max_request_bytes` (an
+/// UPDATE review carries the object twice, so axum's 2 MB default would refuse large objects the
+/// apiserver accepts) and `request_timeout`.
 pub fn router(settings: &Settings, metrics: Metrics) -> Router {
     let state = WebhookState::new(settings, metrics);
     Router::new()
         .route("/mutate", post(mutate))
         .route("/validate", post(validate))
         .route("/authorize", post(authorize))
-        .layer(DefaultBodyLimit::max(settings.max_request_bytes))
-        .layer(TimeoutLayer::with_status_code(
-            StatusCode::REQUEST_TIMEOUT,
-            settings.request_timeout,
-        ))
         .with_state(state)
 }
 
-async fn mutate(
-    State(state): State<WebhookState>,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
+/// Why a request body could not be read.
+#[derive(Debug)]
+enum BodyError {
+    /// Over `--max-request-bytes`, by its `Content-Length` or as it arrived.
+    TooLarge,
+    /// Not complete within `--request-timeout`.
+    TimedOut,
+    /// The connection failed while it was read.
+    Read(Box<dyn std::error::Error + Send + Sync>),
+}
+
+/// Reads a request body of at most `max_request_bytes` within `request_timeout`. The body is the
+/// only part of a request that waits on the client: after it the handlers run to their answer
+/// without waiting on anything. A body announced as too large is refused before it is read.
+///
+/// `tokio::time::timeout` polls the read first and arms its timer only when the body is not
+/// complete yet, so a body that arrived with its headers, as a small review does, never touches
+/// the timer wheel.
+async fn read_body(state: &WebhookState, body: Body) -> Result<Bytes, BodyError> {
+    let limit = state.max_request_bytes;
+    if body.size_hint().lower() > u64::try_from(limit).unwrap_or(u64::MAX) {
+        return Err(BodyError::TooLarge);
+    }
+    match tokio::time::timeout(state.request_timeout, Limited::new(body, limit).collect()).await {
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(err)) if err.is::<LengthLimitError>() => Err(BodyError::TooLarge),
+        Ok(Err(err)) => Err(BodyError::Read(err)),
+        Err(_elapsed) => Err(BodyError::TimedOut),
+    }
+}
+
+async fn mutate(State(state): State<WebhookState>, body: Body) -> Response {
+    let body = read_body(&state, body).await;
     admit(&state, "mutate", body, |state, request, input| {
         let Some(input) = input else {
             return (review::Response::allow(&request.uid), "allowed");
@@ -115,10 +144,8 @@ async fn mutate(
     })
 }
 
-async fn validate(
-    State(state): State<WebhookState>,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
+async fn validate(State(state): State<WebhookState>, body: Body) -> Response {
+    let body = read_body(&state, body).await;
     admit(&state, "validate", body, |state, request, input| {
         let Some(input) = input else {
             return (review::Response::allow(&request.uid), "allowed");
@@ -145,7 +172,7 @@ async fn validate(
 fn admit(
     state: &WebhookState,
     endpoint: &'static str,
-    body: Result<Bytes, BytesRejection>,
+    body: Result<Bytes, BodyError>,
     decide: impl for<'a> Fn(
         &WebhookState,
         &'a Request<'a>,
@@ -155,7 +182,7 @@ fn admit(
     let started = Instant::now();
     let body = match body {
         Ok(body) => body,
-        Err(rejection) => return reject_body(state, endpoint, rejection, started),
+        Err(err) => return reject_body(state, endpoint, err, started),
     };
     let request = match review::parse(&body) {
         Ok(request) => request,
@@ -216,15 +243,13 @@ fn admit(
     json_response(StatusCode::OK, response.into_body())
 }
 
-async fn authorize(
-    State(state): State<WebhookState>,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
+async fn authorize(State(state): State<WebhookState>, body: Body) -> Response {
+    let body = read_body(&state, body).await;
     let started = Instant::now();
     let endpoint = "authorize";
     let body = match body {
         Ok(body) => body,
-        Err(rejection) => return reject_body(&state, endpoint, rejection, started),
+        Err(err) => return reject_body(&state, endpoint, err, started),
     };
     let answer = match volume_health_authz::review(&body, &state.authz) {
         Ok(answer) => answer,
@@ -289,14 +314,22 @@ fn known_verb(verb: &str) -> &'static str {
 fn reject_body(
     state: &WebhookState,
     endpoint: &'static str,
-    rejection: BytesRejection,
+    err: BodyError,
     started: Instant,
 ) -> Response {
-    let status = rejection.status();
-    let message = if status == StatusCode::PAYLOAD_TOO_LARGE {
-        "request body is larger than --max-request-bytes".to_owned()
-    } else {
-        format!("could not read request body: {}", rejection.body_text())
+    let (status, message) = match err {
+        BodyError::TooLarge => (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "request body is larger than --max-request-bytes".to_owned(),
+        ),
+        BodyError::TimedOut => (
+            StatusCode::REQUEST_TIMEOUT,
+            "request body not received within --request-timeout".to_owned(),
+        ),
+        BodyError::Read(err) => (
+            StatusCode::BAD_REQUEST,
+            format!("could not read request body: {}", error_chain(&*err)),
+        ),
     };
     error_response(state, endpoint, status, &message, started)
 }
@@ -333,6 +366,7 @@ fn error_response(
     );
     let decision = match status {
         StatusCode::PAYLOAD_TOO_LARGE => "too_large",
+        StatusCode::REQUEST_TIMEOUT => "timeout",
         StatusCode::BAD_REQUEST => "bad_request",
         _ => "error",
     };
@@ -344,6 +378,7 @@ fn error_response(
     body.reason = Some(
         match status {
             StatusCode::PAYLOAD_TOO_LARGE => "RequestEntityTooLarge",
+            StatusCode::REQUEST_TIMEOUT => "Timeout",
             StatusCode::BAD_REQUEST => "BadRequest",
             _ => "InternalError",
         }

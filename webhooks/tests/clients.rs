@@ -104,7 +104,8 @@ async fn header_read_timeout_cuts_slow_clients() {
     f.server.stop().await;
 }
 
-/// `--request-timeout` (1 s here) answers 408 to a request whose body stops coming.
+/// `--request-timeout` (1 s here) answers 408 with a `Status` to a request whose body stops
+/// coming, and counts it.
 #[tokio::test]
 async fn request_timeout_answers_a_stalled_body_with_408() {
     let f = start(|c| c.settings.request_timeout = Duration::from_secs(1)).await;
@@ -132,6 +133,57 @@ async fn request_timeout_answers_a_stalled_body_with_408() {
         .unwrap();
     assert_eq!(&head, b"HTTP/1.1 408");
     assert!(started.elapsed() >= Duration::from_millis(500));
+    let (rest, _) = until_closed(&mut tls).await;
+    let rest = String::from_utf8(rest).unwrap();
+    let (headers, body) = rest.split_once("\r\n\r\n").unwrap();
+    assert!(
+        headers.contains("content-type: application/json"),
+        "{headers}"
+    );
+    let status: serde_json::Value = serde_json::from_str(body).unwrap();
+    assert_eq!(status["kind"], "Status", "{body}");
+    assert_eq!(status["code"], 408, "{body}");
+    assert_eq!(status["reason"], "Timeout", "{body}");
+    assert_eq!(
+        status["message"],
+        "request body not received within --request-timeout"
+    );
+    const TIMEOUTS: &str = r#"volume_health_webhook_requests_total{endpoint="validate",resource="unknown",operation="unknown",decision="timeout"}"#;
+    assert_eq!(support::metric(&f.server.metrics().await, TIMEOUTS), 1.0);
+    f.server.stop().await;
+}
+
+/// A body announced by its `Content-Length` as larger than `--max-request-bytes` is refused with
+/// 413 before any of it arrives, not after `--request-timeout`.
+#[tokio::test]
+async fn an_announced_oversized_body_is_refused_before_it_is_sent() {
+    let f = start(|c| {
+        c.settings.max_request_bytes = 64 * 1024;
+        c.settings.request_timeout = Duration::from_secs(5);
+    })
+    .await;
+    let client = client_config(&f.ca_pem, None, &[b"http/1.1"]);
+    let mut tls = tls_connect(f.server.secure, &client, "localhost")
+        .await
+        .unwrap();
+    tls.write_all(
+        b"POST /authorize HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 65537\r\n\r\n",
+    )
+    .await
+    .unwrap();
+    tls.flush().await.unwrap();
+    let mut head = [0u8; 12];
+    tokio::time::timeout(Duration::from_secs(2), tls.read_exact(&mut head))
+        .await
+        .expect("answered before the request timeout")
+        .unwrap();
+    assert_eq!(&head, b"HTTP/1.1 413");
+    let (rest, _) = until_closed(&mut tls).await;
+    let rest = String::from_utf8(rest).unwrap();
+    assert!(
+        rest.contains(r#""message":"request body is larger than --max-request-bytes""#),
+        "{rest}"
+    );
     f.server.stop().await;
 }
 
