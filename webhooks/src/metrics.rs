@@ -1,7 +1,9 @@
 //! Prometheus metrics: requests by endpoint, resource, operation and decision; latency per
 //! endpoint and decision; certificate reloads.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -46,6 +48,49 @@ struct Inner {
     requests: Family<RequestLabels, Counter>,
     latency: Family<LatencyLabels, Histogram, fn() -> Histogram>,
     cert_reloads: Family<ResultLabels, Counter>,
+    /// The series of each label combination seen so far, so that a request does not hash its
+    /// label strings and take the lock of both families.
+    series: RwLock<HashMap<SeriesKey, Series, BuildHasherDefault<WordHasher>>>,
+}
+
+/// The labels of [`Metrics::observe`], each a `&'static str` by address and length: equal keys
+/// are the same bytes. Equal text at two addresses gets two entries, which resolve to the same
+/// series.
+type SeriesKey = [(usize, usize); 4];
+
+fn static_key(label: &'static str) -> (usize, usize) {
+    (label.as_ptr() as usize, label.len())
+}
+
+/// Handles on the series of one label combination; they update the families' series.
+struct Series {
+    requests: Counter,
+    latency: Histogram,
+}
+
+/// FxHash over machine words: the keys are a few addresses and lengths, not client input, so
+/// they need no protection against chosen collisions.
+#[derive(Default)]
+struct WordHasher(u64);
+
+impl Hasher for WordHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for byte in bytes {
+            self.write_u64(u64::from(*byte));
+        }
+    }
+
+    fn write_u64(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+
+    fn write_usize(&mut self, word: usize) {
+        self.write_u64(word as u64);
+    }
 }
 
 impl std::fmt::Debug for Metrics {
@@ -89,11 +134,12 @@ impl Metrics {
                 requests,
                 latency,
                 cert_reloads,
+                series: RwLock::default(),
             }),
         }
     }
 
-    /// Counts one answered request.
+    /// Counts one answered request. A label combination's series appear when it is first seen.
     pub fn observe(
         &self,
         endpoint: &'static str,
@@ -102,19 +148,44 @@ impl Metrics {
         decision: &'static str,
         elapsed: Duration,
     ) {
-        self.inner
-            .requests
-            .get_or_create(&RequestLabels {
+        let key = [
+            static_key(endpoint),
+            static_key(resource),
+            static_key(operation),
+            static_key(decision),
+        ];
+        let seconds = elapsed.as_secs_f64();
+        {
+            let series = self
+                .inner
+                .series
+                .read()
+                .unwrap_or_else(PoisonError::into_inner);
+            if let Some(series) = series.get(&key) {
+                series.requests.inc();
+                series.latency.observe(seconds);
+                return;
+            }
+        }
+        let series = Series {
+            requests: self.inner.requests.get_or_create_owned(&RequestLabels {
                 endpoint,
                 resource,
                 operation,
                 decision,
-            })
-            .inc();
+            }),
+            latency: self
+                .inner
+                .latency
+                .get_or_create_owned(&LatencyLabels { endpoint, decision }),
+        };
+        series.requests.inc();
+        series.latency.observe(seconds);
         self.inner
-            .latency
-            .get_or_create(&LatencyLabels { endpoint, decision })
-            .observe(elapsed.as_secs_f64());
+            .series
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key, series);
     }
 
     /// Counts a certificate reload attempt.
@@ -132,5 +203,46 @@ impl Metrics {
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.inner.registry);
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn series_appear_when_first_seen_and_count_every_request() {
+        let metrics = Metrics::new();
+        assert!(!metrics.encode().contains("requests_total{"));
+        // The same label text at another address counts into the same series.
+        let copied: &'static str = String::from("validate").leak();
+        for endpoint in ["validate", "validate", copied] {
+            metrics.observe(
+                endpoint,
+                "pods",
+                "UPDATE",
+                "allowed",
+                Duration::from_micros(80),
+            );
+        }
+        metrics.observe(
+            "authorize",
+            "csinodes",
+            "update",
+            "allow",
+            Duration::from_millis(2),
+        );
+        let text = metrics.encode();
+        for line in [
+            r#"volume_health_webhook_requests_total{endpoint="validate",resource="pods",operation="UPDATE",decision="allowed"} 3"#,
+            r#"volume_health_webhook_request_duration_seconds_count{endpoint="validate",decision="allowed"} 3"#,
+            r#"volume_health_webhook_request_duration_seconds_bucket{le="0.0001",endpoint="validate",decision="allowed"} 3"#,
+            r#"volume_health_webhook_request_duration_seconds_bucket{le="0.00005",endpoint="validate",decision="allowed"} 0"#,
+            r#"volume_health_webhook_requests_total{endpoint="authorize",resource="csinodes",operation="update",decision="allow"} 1"#,
+            r#"volume_health_webhook_request_duration_seconds_bucket{le="0.0025",endpoint="authorize",decision="allow"} 1"#,
+        ] {
+            assert!(text.contains(line), "missing {line}\n{text}");
+        }
+        assert_eq!(text.matches("requests_total{").count(), 2, "{text}");
     }
 }
