@@ -136,18 +136,14 @@ pub fn validate_admission(
 
 /// An object of a request, as far as it has been read: raw JSON still to decode, or the view
 /// of its resource, read in the same pass as the review (see [`crate::AdmissionRequest`]).
+#[derive(Default)]
 pub(crate) enum Slot<'a> {
+    #[default]
     Absent,
     Raw(&'a RawValue),
     Pod(PodView<'a>),
     Claim(ClaimView<'a>),
     CsiNode(CsiNodeView<'a>),
-}
-
-impl Default for Slot<'_> {
-    fn default() -> Self {
-        Slot::Absent
-    }
 }
 
 impl<'a> Slot<'a> {
@@ -357,10 +353,13 @@ fn in_use(
     })
 }
 
+/// The views of `object` and `oldObject`.
+type ViewPair<'s, V> = (Option<Held<'s, V>>, Option<Held<'s, V>>);
+
 /// The views of `object` and `oldObject`, decoded now when still raw.
 fn view_pair<'s, 'a: 's, V: View<'a>>(
     input: &Subject<'s, 'a>,
-) -> Result<(Option<Held<'s, V>>, Option<Held<'s, V>>), DecodeError> {
+) -> Result<ViewPair<'s, V>, DecodeError> {
     let kind = input.resource.kind();
     Ok((
         view(input.object, "object", kind)?,

@@ -18,14 +18,13 @@ use json_patch::{Patch, PatchOperation, RemoveOperation, jsonptr::PointerBuf};
 use tracing::Level;
 use volume_health_authz::{AuthzPolicy, Decision, OwnedAttributes};
 use volume_health_validation::{
-    AdmissionInput, HealthResource, Operation, RestrictionPolicy, Verdict, bad_request_status,
-    gated_field_to_drop, validate_admission,
+    AdmissionRequest, HealthResource, Operation, RestrictionPolicy, Verdict, bad_request_status,
 };
 
 use crate::error_chain;
 use crate::gates::FeatureGates;
 use crate::metrics::Metrics;
-use crate::review::{self, BadReview, Request};
+use crate::review::{self, BadReview, Objects};
 
 /// What the handlers decide by.
 #[derive(Clone, Debug, Default)]
@@ -119,11 +118,17 @@ async fn read_body(state: &WebhookState, body: Body) -> Result<Bytes, BodyError>
 
 async fn mutate(State(state): State<WebhookState>, body: Body) -> Response {
     let body = read_body(&state, body).await;
-    admit(&state, "mutate", body, |state, request, input| {
-        let Some(input) = input else {
+    // With the gate on nothing is ever dropped, so the objects are only checked to be JSON.
+    let objects = if state.gates.csi_volume_health {
+        Objects::Skip
+    } else {
+        Objects::Read
+    };
+    admit(&state, "mutate", body, objects, |state, request, target| {
+        let Some((resource, operation)) = target else {
             return (review::Response::allow(&request.uid), "allowed");
         };
-        match gated_field_to_drop(input, state.gates.csi_volume_health) {
+        match request.gated_field_to_drop(operation, state.gates.csi_volume_health) {
             Ok(None) => (review::Response::allow(&request.uid), "allowed"),
             Ok(Some(pointer)) => {
                 let patch = Patch(vec![PatchOperation::Remove(RemoveOperation {
@@ -132,7 +137,7 @@ async fn mutate(State(state): State<WebhookState>, body: Body) -> Response {
                 let mut response = review::Response::allow_with_patch(&request.uid, &patch);
                 response.warnings.push(format!(
                     "{} was dropped: feature gate CSIVolumeHealth is disabled",
-                    input.resource.gated_field()
+                    resource.gated_field()
                 ));
                 (response, "patched")
             }
@@ -146,37 +151,45 @@ async fn mutate(State(state): State<WebhookState>, body: Body) -> Response {
 
 async fn validate(State(state): State<WebhookState>, body: Body) -> Response {
     let body = read_body(&state, body).await;
-    admit(&state, "validate", body, |state, request, input| {
-        let Some(input) = input else {
-            return (review::Response::allow(&request.uid), "allowed");
-        };
-        match validate_admission(input, &state.restriction) {
-            Ok(Verdict::Allowed) => (review::Response::allow(&request.uid), "allowed"),
-            Ok(verdict) => {
-                let status = verdict.status(input.resource).unwrap_or_default();
-                (
-                    review::Response::deny(&request.uid, status),
-                    verdict.label(),
-                )
+    admit(
+        &state,
+        "validate",
+        body,
+        Objects::Read,
+        |state, request, target| {
+            let Some((resource, operation)) = target else {
+                return (review::Response::allow(&request.uid), "allowed");
+            };
+            match request.validate(operation, &state.restriction) {
+                Ok(Verdict::Allowed) => (review::Response::allow(&request.uid), "allowed"),
+                Ok(verdict) => {
+                    let status = verdict.status(resource).unwrap_or_default();
+                    (
+                        review::Response::deny(&request.uid, status),
+                        verdict.label(),
+                    )
+                }
+                Err(err) => (
+                    review::Response::deny(&request.uid, bad_request_status(error_chain(&err))),
+                    "bad_object",
+                ),
             }
-            Err(err) => (
-                review::Response::deny(&request.uid, bad_request_status(error_chain(&err))),
-                "bad_object",
-            ),
-        }
-    })
+        },
+    )
 }
 
 /// The common path of both admission endpoints: decode, decide, log, count, answer.
-/// `decide` gets `None` for resources without a rule here, which are allowed unchanged.
+/// `decide` gets the resource and operation, or `None` for resources without a rule here, which
+/// are allowed unchanged.
 fn admit(
     state: &WebhookState,
     endpoint: &'static str,
     body: Result<Bytes, BodyError>,
+    objects: Objects,
     decide: impl for<'a> Fn(
         &WebhookState,
-        &'a Request<'a>,
-        Option<&AdmissionInput<'a>>,
+        &'a AdmissionRequest<'a>,
+        Option<(HealthResource, Operation)>,
     ) -> (review::Response<'a>, &'static str),
 ) -> Response {
     let started = Instant::now();
@@ -184,7 +197,7 @@ fn admit(
         Ok(body) => body,
         Err(err) => return reject_body(state, endpoint, err, started),
     };
-    let request = match review::parse(&body) {
+    let request = match review::parse(&body, objects) {
         Ok(request) => request,
         Err(err) => return bad_review(state, endpoint, &err, started),
     };
@@ -192,18 +205,8 @@ fn admit(
         let err = BadReview::Operation(request.operation.clone().into_owned());
         return bad_review(state, endpoint, &err, started);
     };
-    let resource =
-        HealthResource::from_group_resource(&request.resource.group, &request.resource.resource);
-    let input = resource.map(|resource| AdmissionInput {
-        resource,
-        subresource: request.subresource(),
-        operation,
-        name: request.name(),
-        user: &request.user_info,
-        object: request.object(),
-        old_object: request.old_object(),
-    });
-    let (response, decision) = decide(state, &request, input.as_ref());
+    let resource = request.health_resource();
+    let (response, decision) = decide(state, &request, resource.map(|r| (r, operation)));
     let elapsed = started.elapsed();
     macro_rules! log_review {
         ($level:expr) => {

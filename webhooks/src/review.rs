@@ -1,7 +1,7 @@
 //! AdmissionReview `admission.k8s.io/v1` in and out.
 //!
-//! The request is decoded borrowed: `object` and `oldObject` stay raw JSON slices of the body,
-//! for the validation library to read only what its rules need. kube's typed `AdmissionReview`
+//! The request is decoded borrowed, as the validation library's [`AdmissionRequest`], which reads
+//! of `object` and `oldObject` only what its rules need, in the same pass as the envelope. kube's typed `AdmissionReview`
 //! would decode both whole objects, and its `AdmissionResponse::with_patch` serializes the patch
 //! as a number array where the apiserver wants base64, so the envelope is written here.
 
@@ -10,8 +10,7 @@ use std::borrow::Cow;
 use base64::Engine;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
-use volume_health_validation::UserInfo;
+use volume_health_validation::{AdmissionRequest, RawObjects};
 
 const API_VERSION: &str = "admission.k8s.io/v1";
 const KIND: &str = "AdmissionReview";
@@ -45,91 +44,43 @@ pub enum BadReview {
 }
 
 #[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct AdmissionReview<'a> {
+#[serde(rename_all = "camelCase", bound = "R: Deserialize<'de>")]
+struct AdmissionReview<'a, R> {
     #[serde(borrow, default)]
     api_version: Cow<'a, str>,
     #[serde(borrow, default)]
     kind: Cow<'a, str>,
-    #[serde(borrow, default)]
-    request: Option<Request<'a>>,
+    #[serde(default = "none")]
+    request: Option<R>,
 }
 
-/// The parts of `request` this server reads.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Request<'a> {
-    /// `uid`, echoed in the response.
-    #[serde(borrow, default)]
-    pub uid: Cow<'a, str>,
-    /// `resource`.
-    #[serde(borrow, default)]
-    pub resource: GroupVersionResource<'a>,
-    /// `subResource`.
-    #[serde(borrow, default)]
-    pub sub_resource: Option<Cow<'a, str>>,
-    /// `name`.
-    #[serde(borrow, default)]
-    pub name: Option<Cow<'a, str>>,
-    /// `namespace`.
-    #[serde(borrow, default)]
-    pub namespace: Option<Cow<'a, str>>,
-    /// `operation`.
-    #[serde(borrow, default)]
-    pub operation: Cow<'a, str>,
-    /// `userInfo`.
-    #[serde(borrow, default)]
-    pub user_info: UserInfo<'a>,
-    /// `object`, raw.
-    #[serde(borrow, default)]
-    pub object: Option<&'a RawValue>,
-    /// `oldObject`, raw.
-    #[serde(borrow, default)]
-    pub old_object: Option<&'a RawValue>,
-    /// `dryRun`.
-    #[serde(default)]
-    pub dry_run: Option<bool>,
+fn none<R>() -> Option<R> {
+    None
 }
 
-/// `request.resource`.
-#[derive(Deserialize, Default)]
-pub struct GroupVersionResource<'a> {
-    /// API group, `""` for core.
-    #[serde(borrow, default)]
-    pub group: Cow<'a, str>,
-    /// Version.
-    #[serde(borrow, default)]
-    pub version: Cow<'a, str>,
-    /// Plural resource.
-    #[serde(borrow, default)]
-    pub resource: Cow<'a, str>,
-}
-
-impl Request<'_> {
-    /// `subResource`, `""` when absent.
-    pub fn subresource(&self) -> &str {
-        self.sub_resource.as_deref().unwrap_or_default()
-    }
-
-    /// `name`, `""` when absent.
-    pub fn name(&self) -> &str {
-        self.name.as_deref().unwrap_or_default()
-    }
-
-    /// `object`, with JSON `null` read as absent.
-    pub fn object(&self) -> Option<&RawValue> {
-        self.object.filter(|raw| raw.get() != "null")
-    }
-
-    /// `oldObject`, with JSON `null` read as absent.
-    pub fn old_object(&self) -> Option<&RawValue> {
-        self.old_object.filter(|raw| raw.get() != "null")
-    }
+/// How much of the objects to read with the review.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Objects {
+    /// The views the rules read, in the same pass as the rest of the body.
+    Read,
+    /// Nothing: checked to be JSON and skipped.
+    Skip,
 }
 
 /// Decodes and checks an AdmissionReview body.
-pub fn parse(body: &[u8]) -> Result<Request<'_>, BadReview> {
-    let review: AdmissionReview<'_> = serde_json::from_slice(body).map_err(BadReview::Decode)?;
+pub fn parse(body: &[u8], objects: Objects) -> Result<AdmissionRequest<'_>, BadReview> {
+    let review = match objects {
+        Objects::Read => {
+            match serde_json::from_slice::<AdmissionReview<'_, AdmissionRequest<'_>>>(body) {
+                Ok(review) => review,
+                // An object that does not decode as its kind fails the one-pass read as a whole.
+                // Reading again with the objects kept raw gives the review, and the object's error
+                // when a rule reads it, or the body's own error.
+                Err(_) => read_raw(body)?,
+            }
+        }
+        Objects::Skip => read_raw(body)?,
+    };
     if review.api_version != API_VERSION || review.kind != KIND {
         return Err(BadReview::Type {
             api_version: review.api_version.into_owned(),
@@ -141,6 +92,16 @@ pub fn parse(body: &[u8]) -> Result<Request<'_>, BadReview> {
         return Err(BadReview::MissingUid);
     }
     Ok(request)
+}
+
+fn read_raw(body: &[u8]) -> Result<AdmissionReview<'_, AdmissionRequest<'_>>, BadReview> {
+    let review: AdmissionReview<'_, RawObjects<'_>> =
+        serde_json::from_slice(body).map_err(BadReview::Decode)?;
+    Ok(AdmissionReview {
+        api_version: review.api_version,
+        kind: review.kind,
+        request: review.request.map(|raw| raw.0),
+    })
 }
 
 /// `response` of an AdmissionReview.
