@@ -141,7 +141,7 @@ impl AdmissionRequest<'_> {
     }
 }
 
-impl<'de> Deserialize<'de> for AdmissionRequest<'de> {
+impl<'de: 'a, 'a> Deserialize<'de> for AdmissionRequest<'a> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         deserializer.deserialize_map(RequestVisitor { read_objects: true })
     }
@@ -152,7 +152,7 @@ impl<'de> Deserialize<'de> for AdmissionRequest<'de> {
 #[derive(Debug)]
 pub struct RawObjects<'a>(pub AdmissionRequest<'a>);
 
-impl<'de> Deserialize<'de> for RawObjects<'de> {
+impl<'de: 'a, 'a> Deserialize<'de> for RawObjects<'a> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         deserializer
             .deserialize_map(RequestVisitor {

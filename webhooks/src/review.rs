@@ -19,6 +19,9 @@ const KIND: &str = "AdmissionReview";
 /// `uid` no response could be matched to the request.
 #[derive(Debug, thiserror::Error)]
 pub enum BadReview {
+    /// Not text.
+    #[error("request body is not an AdmissionReview: not UTF-8: {0}")]
+    Utf8(#[source] std::str::Utf8Error),
     /// Not JSON of the AdmissionReview shape.
     #[error("request body is not an AdmissionReview: {0}")]
     Decode(#[source] serde_json::Error),
@@ -69,9 +72,11 @@ pub enum Objects {
 
 /// Decodes and checks an AdmissionReview body.
 pub fn parse(body: &[u8], objects: Objects) -> Result<AdmissionRequest<'_>, BadReview> {
+    // Checked once here, the text is not checked again string by string as serde reads it.
+    let body = std::str::from_utf8(body).map_err(BadReview::Utf8)?;
     let review = match objects {
         Objects::Read => {
-            match serde_json::from_slice::<AdmissionReview<'_, AdmissionRequest<'_>>>(body) {
+            match serde_json::from_str::<AdmissionReview<'_, AdmissionRequest<'_>>>(body) {
                 Ok(review) => review,
                 // An object that does not decode as its kind fails the one-pass read as a whole.
                 // Reading again with the objects kept raw gives the review, and the object's error
@@ -94,9 +99,9 @@ pub fn parse(body: &[u8], objects: Objects) -> Result<AdmissionRequest<'_>, BadR
     Ok(request)
 }
 
-fn read_raw(body: &[u8]) -> Result<AdmissionReview<'_, AdmissionRequest<'_>>, BadReview> {
+fn read_raw(body: &str) -> Result<AdmissionReview<'_, AdmissionRequest<'_>>, BadReview> {
     let review: AdmissionReview<'_, RawObjects<'_>> =
-        serde_json::from_slice(body).map_err(BadReview::Decode)?;
+        serde_json::from_str(body).map_err(BadReview::Decode)?;
     Ok(AdmissionReview {
         api_version: review.api_version,
         kind: review.kind,
