@@ -12,6 +12,9 @@ const V1BETA1: &str = "authorization.k8s.io/v1beta1";
 /// A body that is not a SubjectAccessReview this webhook can answer; HTTP 400.
 #[derive(Debug, thiserror::Error)]
 pub enum ReviewError {
+    /// Not text.
+    #[error("request body is not a SubjectAccessReview: not UTF-8")]
+    Utf8(#[source] std::str::Utf8Error),
     /// Not JSON of the expected shape.
     #[error("request body is not a SubjectAccessReview")]
     Decode(#[source] serde_json::Error),
@@ -122,7 +125,9 @@ struct Status<'a> {
 
 /// Answers a SubjectAccessReview body.
 pub fn review(body: &[u8], policy: &AuthzPolicy) -> Result<Answer, ReviewError> {
-    let sar: SubjectAccessReview<'_> = serde_json::from_slice(body).map_err(ReviewError::Decode)?;
+    // Checked once here, the text is not checked again string by string as serde reads it.
+    let body = std::str::from_utf8(body).map_err(ReviewError::Utf8)?;
+    let sar: SubjectAccessReview<'_> = serde_json::from_str(body).map_err(ReviewError::Decode)?;
     let api_version = match &*sar.api_version {
         V1 => V1,
         V1BETA1 => V1BETA1,
