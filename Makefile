@@ -33,9 +33,11 @@ build:
 release:
 	$(CARGO) build --release --locked -p volume-health-webhooks --bin volume-health-webhook
 
-## bench: criterion micro-benchmarks and the end-to-end load benchmark against a baseline server
+## bench: criterion micro-benchmarks (validation; handlers in-process) and the end-to-end load
+## benchmark, each next to a baseline
 bench:
 	$(CARGO) bench --locked -p volume-health-validation --bench validate
+	$(CARGO) bench --locked -p volume-health-tests --bench handlers
 	$(CARGO) build --release --locked -p volume-health-webhooks --bin volume-health-webhook
 	$(CARGO) bench --locked -p volume-health-tests --bench load
 
