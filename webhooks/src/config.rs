@@ -84,7 +84,8 @@ pub struct ServeArgs {
     /// Log line format.
     #[arg(long, env = "VOLUME_HEALTH_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
-    /// Time allowed for the TLS handshake and each request's headers (h2: the first request).
+    /// Time allowed for the TLS handshake and each request's headers; a keep-alive connection
+    /// (HTTP/1.1 or h2) that sends no new request for this long is closed.
     #[arg(long, env = "VOLUME_HEALTH_HEADER_READ_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
     pub header_read_timeout: Duration,
     /// Time allowed to receive a request's body (the answer follows without waiting).

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use axum::Router;
@@ -52,8 +52,9 @@ pub struct ServeConfig {
     pub tls_reload_interval: Duration,
     /// Handler settings.
     pub settings: Settings,
-    /// Time allowed for the TLS handshake, for each HTTP/1.1 request's headers (on both ports)
-    /// and, on an h2 connection, for its first request to arrive.
+    /// Time allowed for the TLS handshake and for each HTTP/1.1 request's headers (on both
+    /// ports); a keep-alive connection, HTTP/1.1 or h2, that sends no new request for this long
+    /// is closed.
     pub header_read_timeout: Duration,
     /// Most connections served at once; further ones wait in the listen backlog.
     pub max_connections: usize,
@@ -397,20 +398,25 @@ async fn serve_connection(
         .http2()
         .timer(TokioTimer::new())
         .keep_alive_interval(Some(Duration::from_secs(30)));
-    // hyper bounds the time to read HTTP/1.1 headers, but has no such bound in HTTP/2: a client
-    // that never sends the preface, or the headers of a first request, would hold its slot
-    // until it leaves. Such a connection is closed after the header timeout.
-    let first_request = Arc::new(AtomicBool::new(false));
-    let seen = first_request.clone();
+    // hyper bounds the time to read HTTP/1.1 headers, which also closes a keep-alive connection
+    // that sends no next request, but has no such bound in HTTP/2: a client that never sends
+    // the preface, or no request for a while, would hold its slot until it leaves. An h2
+    // connection that sends no new request within the header timeout is closed the same way
+    // (GOAWAY; streams in flight finish).
+    let requests = Arc::new(AtomicU64::new(0));
+    let counter = requests.clone();
     let service = app.map_request(move |request: http::Request<hyper::body::Incoming>| {
-        seen.store(true, Ordering::Relaxed);
+        // Calls come one at a time from this connection's task.
+        counter.store(counter.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         request
     });
     let connection = builder.serve_connection(TokioIo::new(tls), TowerToHyperService::new(service));
     tokio::pin!(connection);
     let idle_deadline = tokio::time::sleep(header_timeout);
     tokio::pin!(idle_deadline);
+    let mut requests_seen = 0;
     let mut closing = false;
+    let mut watch_idle = h2;
     let result = loop {
         tokio::select! {
             result = connection.as_mut() => break result,
@@ -418,19 +424,28 @@ async fn serve_connection(
                 closing = true;
                 connection.as_mut().graceful_shutdown();
             }
-            () = &mut idle_deadline, if h2 && !first_request.load(Ordering::Relaxed) => {
-                if first_request.load(Ordering::Relaxed) {
-                    // A request came in while this branch was already armed.
+            () = &mut idle_deadline, if watch_idle => {
+                let next = tokio::time::Instant::now() + header_timeout;
+                let requests = requests.load(Ordering::Relaxed);
+                if requests != requests_seen {
+                    requests_seen = requests;
+                    idle_deadline.as_mut().reset(next);
                     continue;
                 }
                 if closing {
-                    // A client that does not read the GOAWAY gets no more time than that.
-                    return;
+                    if requests == 0 {
+                        // Not even a first request: the client may never have sent the
+                        // preface, and gets no more time than that.
+                        return;
+                    }
+                    // Requests in flight finish, or get their 408 from the request timeout.
+                    watch_idle = false;
+                    continue;
                 }
                 tracing::debug!("no request within the header timeout; closing the connection");
                 closing = true;
                 connection.as_mut().graceful_shutdown();
-                idle_deadline.as_mut().reset(tokio::time::Instant::now() + header_timeout);
+                idle_deadline.as_mut().reset(next);
             }
         }
     };

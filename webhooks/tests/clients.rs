@@ -104,6 +104,64 @@ async fn header_read_timeout_cuts_slow_clients() {
     f.server.stop().await;
 }
 
+/// A keep-alive connection that made a request and then sends nothing more is closed after
+/// the header timeout (1 s here), over HTTP/1.1 and h2 alike, so that idle clients do not keep
+/// connection slots; it answered its request first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_keep_alive_connections_are_closed_after_the_header_timeout() {
+    use http_body_util::{BodyExt, Full};
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+
+    let f = start(|_| {}).await;
+    for alpn in [b"http/1.1".as_slice(), b"h2".as_slice()] {
+        let client = client_config(&f.ca_pem, None, &[alpn]);
+        let tls = tls_connect(f.server.secure, &client, "localhost")
+            .await
+            .unwrap();
+        let io = TokioIo::new(tls);
+        let request = hyper::Request::post("https://localhost/validate")
+            .header("content-type", "application/json")
+            .body(Full::new(bytes::Bytes::from(support::valid_review())))
+            .unwrap();
+        // Each sender is kept until the end: dropping it would close the connection from
+        // this side.
+        let mut h2_sender = None;
+        let mut h1_sender = None;
+        let (status, connection) = if alpn == b"h2" {
+            let (mut sender, connection) =
+                hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
+                    .await
+                    .unwrap();
+            let connection = tokio::spawn(connection);
+            let response = sender.send_request(request).await.unwrap();
+            let status = response.status();
+            response.into_body().collect().await.unwrap();
+            h2_sender = Some(sender);
+            (status, connection)
+        } else {
+            let (mut sender, connection) = hyper::client::conn::http1::handshake(io).await.unwrap();
+            let connection = tokio::spawn(connection);
+            let mut request = request;
+            *request.uri_mut() = "/validate".parse().unwrap();
+            request
+                .headers_mut()
+                .insert("host", "localhost".parse().unwrap());
+            let response = sender.send_request(request).await.unwrap();
+            let status = response.status();
+            response.into_body().collect().await.unwrap();
+            h1_sender = Some(sender);
+            (status, connection)
+        };
+        assert_eq!(status, 200, "{alpn:?}");
+        let idle = Instant::now();
+        let closed = tokio::time::timeout(Duration::from_secs(10), connection).await;
+        assert!(closed.is_ok(), "{alpn:?}: still open after 10 s idle");
+        assert_cut(&format!("idle after a request ({alpn:?})"), idle.elapsed());
+        drop((h1_sender, h2_sender));
+    }
+    f.server.stop().await;
+}
+
 /// `--request-timeout` (1 s here) answers 408 with a `Status` to a request whose body stops
 /// coming, and counts it.
 #[tokio::test]
