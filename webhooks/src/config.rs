@@ -91,7 +91,7 @@ pub struct ServeArgs {
     /// Time allowed to receive a request's body (the answer follows without waiting).
     #[arg(long, env = "VOLUME_HEALTH_REQUEST_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
     pub request_timeout: Duration,
-    /// Most connections served at once.
+    /// Most connections served at once on each port; further ones wait in the listen backlog.
     #[arg(long, env = "VOLUME_HEALTH_MAX_CONNECTIONS", default_value_t = 4096)]
     pub max_connections: usize,
     /// After SIGTERM, keep accepting this long (readiness already failing).

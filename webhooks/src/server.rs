@@ -56,7 +56,7 @@ pub struct ServeConfig {
     /// ports); a keep-alive connection, HTTP/1.1 or h2, that sends no new request for this long
     /// is closed.
     pub header_read_timeout: Duration,
-    /// Most connections served at once; further ones wait in the listen backlog.
+    /// Most connections served at once on each port; further ones wait in the listen backlog.
     pub max_connections: usize,
     /// After SIGTERM, how long to keep accepting while endpoints stop routing here.
     pub shutdown_delay: Duration,
@@ -204,6 +204,7 @@ impl Server {
             health_app,
             health_stop,
             config.header_read_timeout,
+            config.max_connections,
         ));
 
         if let (CertSource::Files(files), Some(loaded)) = (&config.certs, loaded) {
@@ -291,29 +292,29 @@ impl Server {
 }
 
 /// The plain-HTTP health port, HTTP/1.1 only (kubelet probes, Prometheus), with the same
-/// header-read timeout as the webhooks: a client that connects and sends nothing is closed
-/// instead of holding a file descriptor for as long as it likes. Until `stop`.
+/// header-read timeout and connection bound as the webhooks: a client that connects and sends
+/// nothing is closed instead of holding a file descriptor for as long as it likes, and beyond
+/// `max_connections` new connections wait in the backlog. Until `stop`.
 async fn serve_health(
     listener: TcpListener,
     app: Router,
     stop: CancellationToken,
     header_timeout: Duration,
+    max_connections: usize,
 ) {
+    let limit = Arc::new(Semaphore::new(max_connections.max(1)));
     loop {
-        let (stream, _peer) = tokio::select! {
+        let accepted = tokio::select! {
             () = stop.cancelled() => return,
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(err) => {
-                    tracing::warn!(error = %err, "health port: accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
+            accepted = accept(&listener, &limit) => accepted,
+        };
+        let Some((stream, _peer, permit)) = accepted else {
+            continue;
         };
         let app = app.clone();
         let stop = stop.clone();
         tokio::spawn(async move {
+            let _permit = permit;
             let mut builder = hyper::server::conn::http1::Builder::new();
             builder
                 .timer(TokioTimer::new())

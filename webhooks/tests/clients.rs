@@ -361,3 +361,36 @@ async fn health_port_cuts_slow_clients_and_still_answers_probes() {
     );
     f.server.stop().await;
 }
+
+/// The health port has the same `--max-connections` bound: with every slot held by a silent
+/// client, a probe waits in the backlog and is answered once the header timeout frees a slot.
+#[tokio::test]
+async fn health_port_connections_beyond_the_limit_wait_for_a_slot() {
+    let f = start(|c| {
+        c.max_connections = 4;
+        c.header_read_timeout = Duration::from_secs(1);
+    })
+    .await;
+    let health = f.server.health;
+    let started = Instant::now();
+    let (status, _) = support::http_get(health, "/healthz").await.unwrap();
+    assert_eq!(status, 200);
+    assert!(started.elapsed() < Duration::from_millis(900));
+
+    let mut silent = Vec::new();
+    for _ in 0..4 {
+        silent.push(TcpStream::connect(health).await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let started = Instant::now();
+    let (status, _) = support::http_get(health, "/healthz").await.unwrap();
+    let took = started.elapsed();
+    assert_eq!(status, 200);
+    assert!(
+        took >= Duration::from_millis(500),
+        "answered after {took:?}: the limit did not hold"
+    );
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    drop(silent);
+    f.server.stop().await;
+}
