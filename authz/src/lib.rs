@@ -24,4 +24,4 @@ pub use decision::{
     AuthzPolicy, Decision, REASON_OTHER_NODE, REASON_STATUS_VERBS, REASON_SUBRESOURCES,
     REASON_VERBS, ResourceAttributes, decide,
 };
-pub use review::{Answer, OwnedAttributes, ReviewError, review};
+pub use review::{Answer, RequestAttributes, ReviewError, review};

@@ -36,32 +36,32 @@ pub enum ReviewError {
     Attributes,
 }
 
-/// The answer to one review.
+/// The answer to one review, with what it was about, borrowed from the review's body.
 #[derive(Clone, Debug)]
-pub struct Answer {
+pub struct Answer<'a> {
     /// The decision.
     pub decision: Decision,
     /// The response body: the review's apiVersion and kind with `status` filled in.
     pub body: Vec<u8>,
     /// `spec.user`, for logs.
-    pub user: String,
+    pub user: Cow<'a, str>,
     /// `spec.resourceAttributes`, for logs and metrics; `None` for a non-resource request.
-    pub resource: Option<OwnedAttributes>,
+    pub resource: Option<RequestAttributes<'a>>,
 }
 
-/// The resource attributes of a review, owned, for logs and metrics.
+/// The resource attributes of a review, for logs and metrics; absent ones are empty.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct OwnedAttributes {
+pub struct RequestAttributes<'a> {
     /// `verb`
-    pub verb: String,
+    pub verb: Cow<'a, str>,
     /// `group`
-    pub group: String,
+    pub group: Cow<'a, str>,
     /// `resource`
-    pub resource: String,
+    pub resource: Cow<'a, str>,
     /// `subresource`
-    pub subresource: String,
+    pub subresource: Cow<'a, str>,
     /// `name`
-    pub name: String,
+    pub name: Cow<'a, str>,
 }
 
 #[derive(Deserialize)]
@@ -124,7 +124,7 @@ struct Status<'a> {
 }
 
 /// Answers a SubjectAccessReview body.
-pub fn review(body: &[u8], policy: &AuthzPolicy) -> Result<Answer, ReviewError> {
+pub fn review<'a>(body: &'a [u8], policy: &AuthzPolicy) -> Result<Answer<'a>, ReviewError> {
     // Checked once here, the text is not checked again string by string as serde reads it.
     let body = std::str::from_utf8(body).map_err(ReviewError::Utf8)?;
     let sar: SubjectAccessReview<'_> = serde_json::from_str(body).map_err(ReviewError::Decode)?;
@@ -168,16 +168,17 @@ pub fn review(body: &[u8], policy: &AuthzPolicy) -> Result<Answer, ReviewError> 
         },
     };
     let body = serde_json::to_vec(&response).map_err(ReviewError::Decode)?;
+    // Moved out of the review, not copied: most strings borrow the body.
     Ok(Answer {
         decision,
         body,
-        user: user.to_owned(),
-        resource: attrs.map(|a| OwnedAttributes {
-            verb: a.verb.to_owned(),
-            group: a.group.to_owned(),
-            resource: a.resource.to_owned(),
-            subresource: a.subresource.to_owned(),
-            name: a.name.to_owned(),
+        user: spec.user.unwrap_or_default(),
+        resource: spec.resource_attributes.map(|a| RequestAttributes {
+            verb: a.verb.unwrap_or_default(),
+            group: a.group.unwrap_or_default(),
+            resource: a.resource.unwrap_or_default(),
+            subresource: a.subresource.unwrap_or_default(),
+            name: a.name.unwrap_or_default(),
         }),
     })
 }

@@ -57,7 +57,25 @@ fn node1(verb: &str, sub: &str, name: &str) -> Value {
 
 /// Sends `body` and returns (decision, the response's status object).
 fn ask(body: &Value, policy: &AuthzPolicy) -> (Decision, Value) {
-    let answer = review(&serde_json::to_vec(body).unwrap(), policy).unwrap();
+    let bytes = serde_json::to_vec(body).unwrap();
+    let answer = review(&bytes, policy).unwrap();
+    // What the answer was about, for logs and metrics.
+    let spec = &body["spec"];
+    assert_eq!(answer.user, spec["user"].as_str().unwrap_or(""));
+    match &answer.resource {
+        Some(attrs) => {
+            let want = &spec["resourceAttributes"];
+            assert_eq!(attrs.verb, want["verb"].as_str().unwrap_or(""));
+            assert_eq!(attrs.group, want["group"].as_str().unwrap_or(""));
+            assert_eq!(attrs.resource, want["resource"].as_str().unwrap_or(""));
+            assert_eq!(
+                attrs.subresource,
+                want["subresource"].as_str().unwrap_or("")
+            );
+            assert_eq!(attrs.name, want["name"].as_str().unwrap_or(""));
+        }
+        None => assert!(spec["resourceAttributes"].is_null()),
+    }
     let response: Value = serde_json::from_slice(&answer.body).unwrap();
     assert_eq!(
         response["apiVersion"], body["apiVersion"],

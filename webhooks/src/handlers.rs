@@ -16,7 +16,7 @@ use axum::routing::post;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use json_patch::{Patch, PatchOperation, RemoveOperation, jsonptr::PointerBuf};
 use tracing::Level;
-use volume_health_authz::{AuthzPolicy, Decision, OwnedAttributes};
+use volume_health_authz::{AuthzPolicy, Decision, RequestAttributes};
 use volume_health_validation::{
     AdmissionRequest, HealthResource, Operation, RestrictionPolicy, Verdict, bad_request_status,
 };
@@ -259,7 +259,7 @@ async fn authorize(State(state): State<WebhookState>, body: Body) -> Response {
         Err(err) => return bad_review(&state, endpoint, &err, started),
     };
     let elapsed = started.elapsed();
-    let no_attrs = OwnedAttributes::default();
+    let no_attrs = RequestAttributes::default();
     let attrs = answer.resource.as_ref().unwrap_or(&no_attrs);
     let decision = answer.decision.label();
     macro_rules! log_review {
