@@ -416,10 +416,34 @@ fn decode<'a, T: Deserialize<'a>>(
     field: &'static str,
     kind: &'static str,
 ) -> Result<T, DecodeError> {
-    serde_json::from_str(raw.get()).map_err(|source| DecodeError {
+    let error = |source| DecodeError {
         field,
         kind,
         source,
+    };
+    // serde would also take an array for a struct, field by field; an object is a JSON object.
+    if let Some(unexpected) = not_an_object(raw.get()) {
+        return Err(error(serde::de::Error::invalid_type(
+            unexpected,
+            &EXPECTED_OBJECT,
+        )));
+    }
+    serde_json::from_str(raw.get()).map_err(error)
+}
+
+/// What a request's objects must be.
+pub(crate) const EXPECTED_OBJECT: &str = "a JSON object";
+
+/// What the JSON text is, unless it is an object.
+fn not_an_object(json: &str) -> Option<serde::de::Unexpected<'static>> {
+    use serde::de::Unexpected;
+    Some(match json.trim_start().as_bytes().first()? {
+        b'{' => return None,
+        b'[' => Unexpected::Seq,
+        b'"' => Unexpected::Other("string"),
+        b't' | b'f' => Unexpected::Other("boolean"),
+        b'n' => Unexpected::Unit,
+        _ => Unexpected::Other("number"),
     })
 }
 

@@ -14,8 +14,8 @@ use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visi
 use serde_json::value::RawValue;
 
 use crate::admission::{
-    ClaimView, CsiNodeView, DecodeError, PodView, Slot, Subject, UserInfo, Verdict,
-    gated_field_to_drop_subject, validate_subject,
+    ClaimView, CsiNodeView, DecodeError, EXPECTED_OBJECT, PodView, Slot, Subject, UserInfo,
+    Verdict, gated_field_to_drop_subject, validate_subject,
 };
 use crate::resource::{HealthResource, Operation};
 use crate::restriction::RestrictionPolicy;
@@ -267,21 +267,41 @@ impl<'de> DeserializeSeed<'de> for ObjectSeed {
     type Value = Slot<'de>;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Slot<'de>, D::Error> {
-        Ok(match self.0 {
-            None => Option::<&'de RawValue>::deserialize(deserializer)?
+        match self.0 {
+            None => Ok(Option::<&'de RawValue>::deserialize(deserializer)?
                 .filter(|raw| raw.get() != "null")
-                .map_or(Slot::Absent, Slot::Raw),
-            Some(HealthResource::Pods) => {
-                Option::<PodView<'de>>::deserialize(deserializer)?.map_or(Slot::Absent, Slot::Pod)
-            }
-            Some(HealthResource::PersistentVolumeClaims) => {
-                Option::<ClaimView<'de>>::deserialize(deserializer)?
-                    .map_or(Slot::Absent, Slot::Claim)
-            }
-            Some(HealthResource::CsiNodes) => {
-                Option::<CsiNodeView<'de>>::deserialize(deserializer)?
-                    .map_or(Slot::Absent, Slot::CsiNode)
-            }
+                .map_or(Slot::Absent, Slot::Raw)),
+            Some(resource) => deserializer.deserialize_any(ObjectVisitor(resource)),
+        }
+    }
+}
+
+/// An object read as the view of its resource: a JSON object or `null` (absent). serde would
+/// also read an array as a struct, field by field; here, as when the object is read later, it
+/// is not an object of any kind.
+struct ObjectVisitor(HealthResource);
+
+impl<'de> Visitor<'de> for ObjectVisitor {
+    type Value = Slot<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(EXPECTED_OBJECT)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Slot<'de>, E> {
+        Ok(Slot::Absent)
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<Slot<'de>, E> {
+        Ok(Slot::Absent)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Slot<'de>, A::Error> {
+        let map = de::value::MapAccessDeserializer::new(map);
+        Ok(match self.0 {
+            HealthResource::Pods => Slot::Pod(PodView::deserialize(map)?),
+            HealthResource::PersistentVolumeClaims => Slot::Claim(ClaimView::deserialize(map)?),
+            HealthResource::CsiNodes => Slot::CsiNode(CsiNodeView::deserialize(map)?),
         })
     }
 }

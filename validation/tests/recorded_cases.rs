@@ -214,6 +214,27 @@ fn one_pass_reading_fails_where_an_object_is_not_its_kind() {
         .validate(Operation::Update, &RestrictionPolicy::default())
         .unwrap_err();
     assert_eq!(err.to_string(), "failed to decode object as Pod");
+    // serde reads an array as a struct, field by field; an object must be a JSON object, in
+    // one pass as afterwards, for every decision.
+    let array = request.replace(
+        r#""object":{"metadata":{"name":"p"},"status":{"volumeHealth":[{"name":7}]}}"#,
+        r#""object":[{},null]"#,
+    );
+    assert!(serde_json::from_str::<AdmissionRequest<'_>>(&array).is_err());
+    let raw: RawObjects<'_> = serde_json::from_str(&array).unwrap();
+    for err in [
+        raw.0
+            .validate(Operation::Update, &RestrictionPolicy::default())
+            .unwrap_err(),
+        raw.0
+            .gated_field_to_drop(Operation::Update, false)
+            .unwrap_err(),
+    ] {
+        assert_eq!(
+            format!("{err}: {}", std::error::Error::source(&err).unwrap()),
+            "failed to decode object as Pod: invalid type: sequence, expected a JSON object"
+        );
+    }
     let duplicate = serde_json::from_str::<RawObjects<'_>>(r#"{"uid":"a","uid":"b"}"#)
         .unwrap_err()
         .to_string();

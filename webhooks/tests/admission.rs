@@ -4,6 +4,8 @@
 // Test helpers unwrap: a panic here is a failed test with its location.
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::collections::HashSet;
 use std::time::Duration;
 
@@ -13,6 +15,7 @@ use axum::http::{Request, StatusCode};
 use base64::Engine;
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
+use support::apiserver_order;
 use tower::ServiceExt;
 use volume_health_webhooks::gates::FeatureGates;
 use volume_health_webhooks::metrics::Metrics;
@@ -188,42 +191,6 @@ async fn every_recorded_case() {
         checked.insert(c["id"].as_str().unwrap().to_owned());
     }
     assert_eq!(checked.len(), 35, "every case ran");
-}
-
-/// The review with its request's members in kube-apiserver's order (the Go struct's field
-/// order, `resource` before `object`), which `serde_json::Value` would sort.
-fn apiserver_order(review: &Value) -> Vec<u8> {
-    const ORDER: [&str; 15] = [
-        "uid",
-        "kind",
-        "resource",
-        "subResource",
-        "requestKind",
-        "requestResource",
-        "requestSubResource",
-        "name",
-        "namespace",
-        "operation",
-        "userInfo",
-        "object",
-        "oldObject",
-        "dryRun",
-        "options",
-    ];
-    let request = review["request"].as_object().unwrap();
-    let mut keys: Vec<&String> = request.keys().collect();
-    keys.sort_by_key(|k| ORDER.iter().position(|o| o == k).unwrap_or(ORDER.len()));
-    let members: Vec<String> = keys
-        .iter()
-        .map(|k| format!("{}:{}", Value::from(k.as_str()), request[k.as_str()]))
-        .collect();
-    format!(
-        r#"{{"kind":{},"apiVersion":{},"request":{{{}}}}}"#,
-        review["kind"],
-        review["apiVersion"],
-        members.join(",")
-    )
-    .into_bytes()
 }
 
 /// With `resource` first, the objects are read in the same pass as the review; with `object`

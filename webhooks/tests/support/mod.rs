@@ -496,3 +496,39 @@ impl Drop for Process {
 pub(crate) fn temp_file(dir: &tempfile::TempDir, name: &str) -> PathBuf {
     dir.path().join(name)
 }
+
+/// The review with its request's members in kube-apiserver's order (the Go struct's field
+/// order, `resource` before `object`), which `serde_json::Value` would sort.
+pub(crate) fn apiserver_order(review: &Value) -> Vec<u8> {
+    const ORDER: [&str; 15] = [
+        "uid",
+        "kind",
+        "resource",
+        "subResource",
+        "requestKind",
+        "requestResource",
+        "requestSubResource",
+        "name",
+        "namespace",
+        "operation",
+        "userInfo",
+        "object",
+        "oldObject",
+        "dryRun",
+        "options",
+    ];
+    let request = review["request"].as_object().unwrap();
+    let mut keys: Vec<&String> = request.keys().collect();
+    keys.sort_by_key(|k| ORDER.iter().position(|o| o == k).unwrap_or(ORDER.len()));
+    let members: Vec<String> = keys
+        .iter()
+        .map(|k| format!("{}:{}", Value::from(k.as_str()), request[k.as_str()]))
+        .collect();
+    format!(
+        r#"{{"kind":{},"apiVersion":{},"request":{{{}}}}}"#,
+        review["kind"],
+        review["apiVersion"],
+        members.join(",")
+    )
+    .into_bytes()
+}
