@@ -43,6 +43,29 @@ pub struct GroupVersionResource<'a> {
 /// request, with one difference: an object that does not decode as its kind makes the one-pass
 /// read fail as a whole, so a caller reads such a body again with [`RawObjects`] to get the
 /// [`DecodeError`].
+///
+/// ```
+/// use volume_health_validation::{AdmissionRequest, Operation, RestrictionPolicy, Verdict};
+///
+/// let request = r#"{
+///     "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
+///     "resource": {"group": "", "version": "v1", "resource": "pods"},
+///     "subResource": "status", "name": "web-0", "namespace": "default", "operation": "UPDATE",
+///     "userInfo": {"username": "system:node:node1", "groups": ["system:nodes"]},
+///     "object": {"metadata": {"name": "web-0"}, "spec": {"nodeName": "node1",
+///         "volumes": [{"name": "data"}]},
+///         "status": {"volumeHealth": [{"name": "logs",
+///             "healthConditions": [{"status": "Degraded", "reason": "DiskSlow"}]}]}},
+///     "oldObject": {"metadata": {"name": "web-0"}, "spec": {"nodeName": "node1"}}
+/// }"#;
+/// let request: AdmissionRequest<'_> = serde_json::from_str(request)?;
+/// let policy = RestrictionPolicy { gate_enabled: true, pvc_health_writers: None };
+/// let Verdict::Invalid { errors, .. } = request.validate(Operation::Update, &policy)? else {
+///     panic!("a volume that is not in spec.volumes");
+/// };
+/// assert_eq!(errors[0].to_string(), r#"status.volumeHealth[0].name: Not found: "logs""#);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Default)]
 pub struct AdmissionRequest<'a> {
     /// `uid`, echoed in the response.
