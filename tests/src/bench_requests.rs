@@ -12,6 +12,7 @@
 //! Every one of them is allowed by a server with `--feature-gates=CSIVolumeHealth=true`.
 
 use serde_json::{Value, json};
+use volume_health_validation::REQUEST_MEMBER_ORDER;
 
 /// The node the kubelet of every request runs on.
 pub const NODE: &str = "node1";
@@ -140,24 +141,7 @@ pub fn kubelet_csinode_status_access() -> Vec<u8> {
 /// The review body with the request's members in the order kube-apiserver writes them (the Go
 /// struct's field order: `resource` before `object`), which `serde_json::Value` would sort.
 fn admission_review(request: Value) -> Vec<u8> {
-    const ORDER: [&str; 15] = [
-        "uid",
-        "kind",
-        "resource",
-        "subResource",
-        "requestKind",
-        "requestResource",
-        "requestSubResource",
-        "name",
-        "namespace",
-        "operation",
-        "userInfo",
-        "object",
-        "oldObject",
-        "dryRun",
-        "options",
-    ];
-    let members: Vec<String> = ORDER
+    let members: Vec<String> = REQUEST_MEMBER_ORDER
         .iter()
         .filter_map(|key| Some(format!("{}:{}", Value::from(*key), request.get(*key)?)))
         .collect();

@@ -70,7 +70,7 @@ pub use field::{ErrorKind, ErrorList, FieldError, GoQuoted, LengthUnit, Path};
 pub use identity::{NODE_USER_PREFIX, NODES_GROUP, node_name};
 pub use pod::{validate_pod, validate_pod_volume_health};
 pub use pvc::{validate_pvc, validate_volume_health_status};
-pub use request::{AdmissionRequest, GroupVersionResource, RawObjects};
+pub use request::{AdmissionRequest, GroupVersionResource, REQUEST_MEMBER_ORDER, RawObjects};
 pub use resource::{HealthResource, Operation};
 pub use restriction::{
     CSINODE_OTHER_NODE, CSINODE_STATUS_GATED, RestrictionInput, RestrictionPolicy,

@@ -20,6 +20,27 @@ use crate::admission::{
 use crate::resource::{HealthResource, Operation};
 use crate::restriction::RestrictionPolicy;
 
+/// The members of an AdmissionReview's `request` in the order kube-apiserver writes them (the
+/// field order of Go's `admission/v1.AdmissionRequest`). `resource` comes before the objects,
+/// which is what lets [`AdmissionRequest`] read them in one pass.
+pub const REQUEST_MEMBER_ORDER: [&str; 15] = [
+    "uid",
+    "kind",
+    "resource",
+    "subResource",
+    "requestKind",
+    "requestResource",
+    "requestSubResource",
+    "name",
+    "namespace",
+    "operation",
+    "userInfo",
+    "object",
+    "oldObject",
+    "dryRun",
+    "options",
+];
+
 /// `request.resource`.
 #[derive(Clone, Debug, Default, Deserialize)]
 pub struct GroupVersionResource<'a> {

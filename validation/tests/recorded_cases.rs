@@ -7,8 +7,8 @@
 use serde_json::Value;
 use serde_json::value::RawValue;
 use volume_health_validation::{
-    AdmissionInput, AdmissionRequest, HealthResource, Operation, RawObjects, RestrictionPolicy,
-    UserInfo, Verdict, gated_field_to_drop, validate_admission,
+    AdmissionInput, AdmissionRequest, HealthResource, Operation, REQUEST_MEMBER_ORDER, RawObjects,
+    RestrictionPolicy, UserInfo, Verdict, gated_field_to_drop, validate_admission,
 };
 
 fn cases() -> Vec<Value> {
@@ -19,34 +19,70 @@ fn raw(v: &Value) -> Option<Box<RawValue>> {
     (!v.is_null()).then(|| serde_json::value::to_raw_value(v).unwrap())
 }
 
+/// An admission case for a resource with rules, as the raw-JSON entry points take it.
+struct Recorded {
+    case: Value,
+    resource: HealthResource,
+    operation: Operation,
+    user_json: String,
+    object: Option<Box<RawValue>>,
+    old_object: Option<Box<RawValue>>,
+}
+
+impl Recorded {
+    fn id(&self) -> &str {
+        self.case["id"].as_str().unwrap()
+    }
+
+    fn request(&self) -> &Value {
+        &self.case["body"]["request"]
+    }
+
+    fn input<'a>(&'a self, user: &'a UserInfo<'a>) -> AdmissionInput<'a> {
+        AdmissionInput {
+            resource: self.resource,
+            subresource: self.request()["subResource"].as_str().unwrap_or(""),
+            operation: self.operation,
+            name: self.request()["name"].as_str().unwrap_or(""),
+            user,
+            object: self.object.as_deref(),
+            old_object: self.old_object.as_deref(),
+        }
+    }
+}
+
+/// The recorded admission cases for resources with rules.
+fn admission_cases() -> Vec<Recorded> {
+    cases()
+        .into_iter()
+        .filter(|case| case["endpoint"] != "authorize")
+        .filter_map(|case| {
+            let request = &case["body"]["request"];
+            let resource = HealthResource::from_group_resource(
+                request["resource"]["group"].as_str().unwrap(),
+                request["resource"]["resource"].as_str().unwrap(),
+            )?;
+            Some(Recorded {
+                resource,
+                operation: Operation::parse(request["operation"].as_str().unwrap()).unwrap(),
+                user_json: request["userInfo"].to_string(),
+                object: raw(&request["object"]),
+                old_object: raw(&request["oldObject"]),
+                case,
+            })
+        })
+        .collect()
+}
+
 #[test]
 fn recorded_cases() {
     let mut ran = 0;
-    for case in cases() {
+    for recorded in admission_cases() {
+        let (case, id) = (&recorded.case, recorded.id());
         let endpoint = case["endpoint"].as_str().unwrap();
-        if endpoint == "authorize" {
-            continue;
-        }
-        let id = case["id"].as_str().unwrap();
-        let request = &case["body"]["request"];
-        let Some(resource) = HealthResource::from_group_resource(
-            request["resource"]["group"].as_str().unwrap(),
-            request["resource"]["resource"].as_str().unwrap(),
-        ) else {
-            continue;
-        };
-        let user_json = request["userInfo"].to_string();
-        let user: UserInfo<'_> = serde_json::from_str(&user_json).unwrap();
-        let (object, old_object) = (raw(&request["object"]), raw(&request["oldObject"]));
-        let input = AdmissionInput {
-            resource,
-            subresource: request["subResource"].as_str().unwrap_or(""),
-            operation: Operation::parse(request["operation"].as_str().unwrap()).unwrap(),
-            name: request["name"].as_str().unwrap_or(""),
-            user: &user,
-            object: object.as_deref(),
-            old_object: old_object.as_deref(),
-        };
+        let resource = recorded.resource;
+        let user: UserInfo<'_> = serde_json::from_str(&recorded.user_json).unwrap();
+        let input = recorded.input(&user);
         let gate_enabled = case["profile"] != "gate-off";
         let expect = &case["expect"];
         if endpoint == "mutate" {
@@ -97,29 +133,17 @@ fn recorded_cases() {
     assert_eq!(ran, 31, "every admission case ran");
 }
 
-/// The request's members in the order kube-apiserver writes them (the Go struct's field order),
-/// unknown ones after; `serde_json::Value` would sort them, putting `object` before `resource`.
+/// The request's members in the order kube-apiserver writes them, unknown ones after;
+/// `serde_json::Value` would sort them, putting `object` before `resource`.
 fn apiserver_order(request: &Value) -> String {
-    const ORDER: [&str; 15] = [
-        "uid",
-        "kind",
-        "resource",
-        "subResource",
-        "requestKind",
-        "requestResource",
-        "requestSubResource",
-        "name",
-        "namespace",
-        "operation",
-        "userInfo",
-        "object",
-        "oldObject",
-        "dryRun",
-        "options",
-    ];
     let members = request.as_object().unwrap();
     let mut keys: Vec<&String> = members.keys().collect();
-    keys.sort_by_key(|k| ORDER.iter().position(|o| o == k).unwrap_or(ORDER.len()));
+    keys.sort_by_key(|k| {
+        REQUEST_MEMBER_ORDER
+            .iter()
+            .position(|o| o == k)
+            .unwrap_or(REQUEST_MEMBER_ORDER.len())
+    });
     let parts: Vec<String> = keys
         .iter()
         .map(|k| format!("{}:{}", Value::from(k.as_str()), members[k.as_str()]))
@@ -133,31 +157,11 @@ fn apiserver_order(request: &Value) -> String {
 #[test]
 fn one_pass_reading_answers_as_raw_json() {
     let mut compared = 0;
-    for case in cases() {
-        if case["endpoint"] == "authorize" {
-            continue;
-        }
-        let id = case["id"].as_str().unwrap();
-        let request = &case["body"]["request"];
-        let Some(resource) = HealthResource::from_group_resource(
-            request["resource"]["group"].as_str().unwrap(),
-            request["resource"]["resource"].as_str().unwrap(),
-        ) else {
-            continue;
-        };
-        let operation = Operation::parse(request["operation"].as_str().unwrap()).unwrap();
-        let user_json = request["userInfo"].to_string();
-        let user: UserInfo<'_> = serde_json::from_str(&user_json).unwrap();
-        let (object, old_object) = (raw(&request["object"]), raw(&request["oldObject"]));
-        let input = AdmissionInput {
-            resource,
-            subresource: request["subResource"].as_str().unwrap_or(""),
-            operation,
-            name: request["name"].as_str().unwrap_or(""),
-            user: &user,
-            object: object.as_deref(),
-            old_object: old_object.as_deref(),
-        };
+    for recorded in admission_cases() {
+        let (id, request) = (recorded.id(), recorded.request());
+        let (resource, operation) = (recorded.resource, recorded.operation);
+        let user: UserInfo<'_> = serde_json::from_str(&recorded.user_json).unwrap();
+        let input = recorded.input(&user);
         let sorted = request.to_string();
         let ordered = apiserver_order(request);
         assert!(
@@ -181,7 +185,7 @@ fn one_pass_reading_answers_as_raw_json() {
             ] {
                 assert_eq!(read.health_resource(), Some(resource), "{id} {how}");
                 assert_eq!(read.uid, request["uid"].as_str().unwrap(), "{id} {how}");
-                assert_eq!(read.has_object(), object.is_some(), "{id} {how}");
+                assert_eq!(read.has_object(), recorded.object.is_some(), "{id} {how}");
                 assert_eq!(
                     read.validate(operation, &policy).unwrap(),
                     want_verdict,

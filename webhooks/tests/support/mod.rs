@@ -27,6 +27,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
+use volume_health_validation::REQUEST_MEMBER_ORDER;
 use volume_health_webhooks::Settings;
 use volume_health_webhooks::gates::FeatureGates;
 use volume_health_webhooks::server::{CertSource, ServeConfig, Server};
@@ -500,26 +501,14 @@ pub(crate) fn temp_file(dir: &tempfile::TempDir, name: &str) -> PathBuf {
 /// The review with its request's members in kube-apiserver's order (the Go struct's field
 /// order, `resource` before `object`), which `serde_json::Value` would sort.
 pub(crate) fn apiserver_order(review: &Value) -> Vec<u8> {
-    const ORDER: [&str; 15] = [
-        "uid",
-        "kind",
-        "resource",
-        "subResource",
-        "requestKind",
-        "requestResource",
-        "requestSubResource",
-        "name",
-        "namespace",
-        "operation",
-        "userInfo",
-        "object",
-        "oldObject",
-        "dryRun",
-        "options",
-    ];
     let request = review["request"].as_object().unwrap();
     let mut keys: Vec<&String> = request.keys().collect();
-    keys.sort_by_key(|k| ORDER.iter().position(|o| o == k).unwrap_or(ORDER.len()));
+    keys.sort_by_key(|k| {
+        REQUEST_MEMBER_ORDER
+            .iter()
+            .position(|o| o == k)
+            .unwrap_or(REQUEST_MEMBER_ORDER.len())
+    });
     let members: Vec<String> = keys
         .iter()
         .map(|k| format!("{}:{}", Value::from(k.as_str()), request[k.as_str()]))
