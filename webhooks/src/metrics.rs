@@ -1,8 +1,6 @@
 //! Prometheus metrics: requests by endpoint, resource, operation and decision; latency per
 //! endpoint and decision; certificate reloads.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
@@ -11,6 +9,9 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
+// The keys are a few addresses and lengths, not client input: no need for SipHash's protection
+// against chosen collisions.
+use rustc_hash::FxHashMap;
 
 /// Latency buckets in seconds: fine below a millisecond, where answers land, and up to the
 /// apiserver's own buckets (5 ms, 25 ms, 100 ms ...) above it.
@@ -50,7 +51,7 @@ struct Inner {
     cert_reloads: Family<ResultLabels, Counter>,
     /// The series of each label combination seen so far, so that a request does not hash its
     /// label strings and take the lock of both families.
-    series: RwLock<HashMap<SeriesKey, Series, BuildHasherDefault<WordHasher>>>,
+    series: RwLock<FxHashMap<SeriesKey, Series>>,
 }
 
 /// The labels of [`Metrics::observe`], each a `&'static str` by address and length: equal keys
@@ -66,31 +67,6 @@ fn static_key(label: &'static str) -> (usize, usize) {
 struct Series {
     requests: Counter,
     latency: Histogram,
-}
-
-/// FxHash over machine words: the keys are a few addresses and lengths, not client input, so
-/// they need no protection against chosen collisions.
-#[derive(Default)]
-struct WordHasher(u64);
-
-impl Hasher for WordHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for byte in bytes {
-            self.write_u64(u64::from(*byte));
-        }
-    }
-
-    fn write_u64(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-
-    fn write_usize(&mut self, word: usize) {
-        self.write_u64(word as u64);
-    }
 }
 
 impl std::fmt::Debug for Metrics {

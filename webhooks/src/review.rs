@@ -53,12 +53,8 @@ struct AdmissionReview<'a, R> {
     api_version: Cow<'a, str>,
     #[serde(borrow, default)]
     kind: Cow<'a, str>,
-    #[serde(default = "none")]
+    #[serde(default)]
     request: Option<R>,
-}
-
-fn none<R>() -> Option<R> {
-    None
 }
 
 /// How much of the objects to read with the review.
