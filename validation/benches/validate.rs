@@ -90,7 +90,7 @@ fn bench_pod_status(c: &mut Criterion, name: &str, new: &Value, old: &Value) {
     let bytes = new_raw.get().len() + old_raw.get().len();
     let user = UserInfo {
         username: "system:node:node1".into(),
-        groups: Some(vec!["system:nodes".into(), "system:authenticated".into()]),
+        groups: volume_health_validation::Groups::of(&["system:nodes", "system:authenticated"]),
     };
     let input = AdmissionInput {
         resource: HealthResource::Pods,

@@ -1,26 +1,26 @@
-//! Decisions for one admission request, straight from the review's raw JSON.
-//!
-//! A pod status review carries two whole Pods; only the handful of fields the rules read are
-//! decoded (names, `spec.nodeName`, the volume and driver names, the health fields), borrowing
-//! strings from the request body where JSON escapes allow.
+//! Decisions for one admission request: node restriction, then field validation, and the
+//! drop-on-save decision, over the views of its objects (see [`crate::view`]).
 
 use std::borrow::Cow;
+use std::collections::HashSet;
+use std::marker::PhantomData;
 
-use k8s_openapi::api::core::v1::{PodVolumeHealth, VolumeHealthStatus};
-use k8s_openapi::api::storage::v1::StorageHealth;
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
 
-use crate::conditions::Errors;
 use crate::csinode::check_storage_health;
-use crate::field::ErrorList;
-use crate::identity::node_name;
+use crate::field::{ErrorList, Errors, MAX_REPORTED_ERRORS};
+use crate::identity::Groups;
+use crate::json;
 use crate::pod::check_pod_volume_health;
 use crate::pvc::check_volume_health_status;
 use crate::resource::{HealthResource, Operation};
 use crate::restriction::{RestrictionInput, RestrictionPolicy, check_restrictions};
-use crate::status::{forbidden_status, invalid_status};
+use crate::status::{forbidden_status, invalid_status_omitting};
+use crate::view::{
+    ClaimView, CsiNodeView, NameView, ObjectVisitor, PodView, RawList, Walk, hash128,
+};
 
 /// `userInfo` of an admission request.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -28,15 +28,15 @@ pub struct UserInfo<'a> {
     /// The username.
     #[serde(borrow, default)]
     pub username: Cow<'a, str>,
-    /// The groups; absent when empty.
-    #[serde(borrow, default)]
-    pub groups: Option<Vec<Cow<'a, str>>>,
+    /// The groups, as far as the rules read them.
+    #[serde(default)]
+    pub groups: Groups,
 }
 
 impl UserInfo<'_> {
-    /// The node name when this user is a node (see [`node_name`]).
+    /// The node name when this user is a node (see [`crate::node_name`]).
     pub fn node_name(&self) -> Option<&str> {
-        node_name(&self.username, self.groups.as_deref().unwrap_or_default())
+        self.groups.node_name(&self.username)
     }
 }
 
@@ -88,8 +88,11 @@ pub enum Verdict {
     Invalid {
         /// The object's name.
         name: String,
-        /// Every error, in Kubernetes order.
+        /// The errors, in Kubernetes order: all of them, or the first
+        /// [`MAX_REPORTED_ERRORS`](crate::MAX_REPORTED_ERRORS).
         errors: ErrorList,
+        /// How many more errors there were.
+        omitted: usize,
     },
 }
 
@@ -102,7 +105,11 @@ impl Verdict {
         match self {
             Verdict::Allowed => None,
             Verdict::Forbidden { name, reason } => Some(forbidden_status(resource, name, reason)),
-            Verdict::Invalid { name, errors } => Some(invalid_status(resource, name, errors)),
+            Verdict::Invalid {
+                name,
+                errors,
+                omitted,
+            } => Some(invalid_status_omitting(resource, name, errors, *omitted)),
         }
     }
 
@@ -150,6 +157,25 @@ impl<'a> Slot<'a> {
     fn from_raw(raw: Option<&'a RawValue>) -> Self {
         raw.map_or(Slot::Absent, Slot::Raw)
     }
+
+    /// Reads an object of `resource` as its view, in the review's pass or from its raw text.
+    pub(crate) fn read<'de: 'a, D: serde::Deserializer<'de>>(
+        resource: HealthResource,
+        deserializer: D,
+    ) -> Result<Self, D::Error> {
+        fn visit<'de, V: Deserialize<'de>, D: serde::Deserializer<'de>>(
+            deserializer: D,
+        ) -> Result<Option<V>, D::Error> {
+            deserializer.deserialize_any(ObjectVisitor(PhantomData))
+        }
+        Ok(match resource {
+            HealthResource::Pods => visit(deserializer)?.map_or(Slot::Absent, Slot::Pod),
+            HealthResource::PersistentVolumeClaims => {
+                visit(deserializer)?.map_or(Slot::Absent, Slot::Claim)
+            }
+            HealthResource::CsiNodes => visit(deserializer)?.map_or(Slot::Absent, Slot::CsiNode),
+        })
+    }
 }
 
 /// What the decisions read of a request; the objects in whatever state they were read.
@@ -186,55 +212,56 @@ pub(crate) fn validate_subject(
     }
     match input.resource {
         HealthResource::Pods => {
-            let (new, old) = view_pair::<PodView<'_>>(input)?;
-            let old_node = old
-                .as_deref()
-                .and_then(|o| o.spec.as_ref()?.node_name.as_deref());
-            let object_name = new.as_deref().and_then(|n| n.metadata.name());
+            let (new, old) = view_pair(input)?;
+            let (new, old) = (new.as_pod(), old.as_pod());
+            let old_node = old.and_then(|o| o.spec.as_ref()?.node_name.as_deref());
+            let object_name = new.and_then(|n| n.metadata.name.as_deref());
             if let Some(denied) = restrict(input, object_name, old_node, false, policy) {
                 return Ok(denied);
             }
-            let Some(new) = new.as_deref() else {
+            let Some(new) = new else {
                 return Ok(Verdict::Allowed);
             };
-            let volumes = new.spec.as_ref().and_then(|s| s.volumes.as_deref());
-            let mut errors = Errors::default();
+            let volumes = NameSet::default();
+            let mut errors = Errors::with_limit(MAX_REPORTED_ERRORS);
             check_pod_volume_health(
                 new.volume_health(),
-                old.as_deref().and_then(PodView::volume_health),
-                |name| volumes.is_some_and(|v| v.iter().any(|v| v.name.as_deref() == Some(name))),
+                old.and_then(PodView::volume_health),
+                |name| volumes.contains(new.volumes(), name),
                 &mut errors,
             );
             Ok(invalid_or_allowed(input, object_name, errors))
         }
         HealthResource::PersistentVolumeClaims => {
-            let (new, old) = view_pair::<ClaimView<'_>>(input)?;
-            let new_health = new.as_deref().and_then(ClaimView::health_status);
-            let old_health = old.as_deref().and_then(ClaimView::health_status);
+            let (new, old) = view_pair(input)?;
+            let (new, old) = (new.as_claim(), old.as_claim());
+            let new_health = new.and_then(ClaimView::health_status);
+            let old_health = old.and_then(ClaimView::health_status);
             let changed = input.operation == Operation::Update && new_health != old_health;
-            let object_name = new.as_deref().and_then(|n| n.metadata.name());
+            let object_name = new.and_then(|n| n.metadata.name.as_deref());
             if let Some(denied) = restrict(input, object_name, None, changed, policy) {
                 return Ok(denied);
             }
-            let mut errors = Errors::default();
+            let mut errors = Errors::with_limit(MAX_REPORTED_ERRORS);
             check_volume_health_status(new_health, old_health, &mut errors);
             Ok(invalid_or_allowed(input, object_name, errors))
         }
         HealthResource::CsiNodes => {
-            let (new, old) = view_pair::<CsiNodeView<'_>>(input)?;
-            let object_name = new.as_deref().and_then(|n| n.metadata.name());
+            let (new, old) = view_pair(input)?;
+            let (new, old) = (new.as_csinode(), old.as_csinode());
+            let object_name = new.and_then(|n| n.metadata.name.as_deref());
             if let Some(denied) = restrict(input, object_name, None, false, policy) {
                 return Ok(denied);
             }
-            let Some(new) = new.as_deref() else {
+            let Some(new) = new else {
                 return Ok(Verdict::Allowed);
             };
-            let drivers = new.spec.as_ref().and_then(|s| s.drivers.as_deref());
-            let mut errors = Errors::default();
+            let drivers = NameSet::default();
+            let mut errors = Errors::with_limit(MAX_REPORTED_ERRORS);
             check_storage_health(
                 new.storage_health(),
-                old.as_deref().and_then(CsiNodeView::storage_health),
-                |name| drivers.is_some_and(|d| d.iter().any(|d| d.name.as_deref() == Some(name))),
+                old.and_then(CsiNodeView::storage_health),
+                |name| drivers.contains(new.drivers(), name),
                 &mut errors,
             );
             Ok(invalid_or_allowed(input, object_name, errors))
@@ -280,13 +307,14 @@ fn invalid_or_allowed(
     object_name: Option<&str>,
     errors: Errors,
 ) -> Verdict {
-    let errors = errors.into_list();
+    let (errors, omitted) = errors.finish();
     if errors.is_empty() {
         Verdict::Allowed
     } else {
         Verdict::Invalid {
             name: object_name.unwrap_or(input.name).to_owned(),
             errors,
+            omitted,
         }
     }
 }
@@ -331,6 +359,7 @@ fn in_use(
     slot: &Slot<'_>,
     field: &'static str,
 ) -> Result<bool, DecodeError> {
+    // A `Vec` of `IgnoredAny` allocates nothing, however long.
     let non_empty = |list: Option<&[_]>| list.is_some_and(|l: &[IgnoredAny]| !l.is_empty());
     let kind = resource.kind();
     Ok(match (resource, slot) {
@@ -347,206 +376,136 @@ fn in_use(
             let gated: Gated<CsiNodeGated> = decode(raw, field, kind)?;
             non_empty(gated.status.and_then(|s| s.storage_health).as_deref())
         }
-        (_, Slot::Pod(view)) => view.volume_health().is_some_and(|l| !l.is_empty()),
+        (_, Slot::Pod(view)) => view.volume_health().is_some_and(|l| l.len() > 0),
         (_, Slot::Claim(view)) => view.health_status().is_some(),
-        (_, Slot::CsiNode(view)) => view.storage_health().is_some_and(|l| !l.is_empty()),
+        (_, Slot::CsiNode(view)) => view.storage_health().is_some_and(|l| l.len() > 0),
     })
 }
 
-/// The views of `object` and `oldObject`.
-type ViewPair<'s, V> = (Option<Held<'s, V>>, Option<Held<'s, V>>);
+/// The names of `spec.volumes` or `spec.drivers`, hashed into a set the first time one is looked
+/// up: a linear pass, then one lookup per name.
+#[derive(Default)]
+struct NameSet(std::cell::OnceCell<HashSet<u128>>);
 
-/// The views of `object` and `oldObject`, decoded now when still raw.
-fn view_pair<'s, 'a: 's, V: View<'a>>(
-    input: &Subject<'s, 'a>,
-) -> Result<ViewPair<'s, V>, DecodeError> {
-    let kind = input.resource.kind();
-    Ok((
-        view(input.object, "object", kind)?,
-        view(input.old_object, "oldObject", kind)?,
-    ))
-}
-
-fn view<'s, 'a: 's, V: View<'a>>(
-    slot: &'s Slot<'a>,
-    field: &'static str,
-    kind: &'static str,
-) -> Result<Option<Held<'s, V>>, DecodeError> {
-    match slot {
-        Slot::Absent => Ok(None),
-        Slot::Raw(raw) => decode_view(raw, field, kind).map(|view| Some(Held::Owned(view))),
-        // A view read with the review is of the request's resource: the resource is read
-        // before the objects, and only once.
-        read => Ok(V::in_slot(read).map(Held::Borrowed)),
+impl NameSet {
+    fn contains(&self, list: Option<&RawList<'_, NameView<'_>>>, name: &str) -> bool {
+        self.0
+            .get_or_init(|| {
+                let mut names = HashSet::new();
+                if let Some(list) = list {
+                    list.walk(|_, item| {
+                        if let Some(name) = item.name {
+                            names.insert(hash128(&*name));
+                        }
+                        Walk::Next
+                    });
+                }
+                names
+            })
+            .contains(&hash128(name))
     }
 }
 
-/// A view decoded here, or borrowed from a [`Slot`].
-enum Held<'s, V> {
-    Borrowed(&'s V),
-    Owned(V),
+/// A slot as the decisions read it: the one read with the review, or one decoded now.
+enum Held<'s, 'a> {
+    Borrowed(&'s Slot<'a>),
+    Decoded(Slot<'a>),
 }
 
-impl<V> std::ops::Deref for Held<'_, V> {
-    type Target = V;
-
-    fn deref(&self) -> &V {
+impl<'a> Held<'_, 'a> {
+    fn slot(&self) -> &Slot<'a> {
         match self {
-            Held::Borrowed(view) => view,
-            Held::Owned(view) => view,
+            Held::Borrowed(slot) => slot,
+            Held::Decoded(slot) => slot,
+        }
+    }
+
+    fn as_pod(&self) -> Option<&PodView<'a>> {
+        match self.slot() {
+            Slot::Pod(view) => Some(view),
+            _ => None,
+        }
+    }
+
+    fn as_claim(&self) -> Option<&ClaimView<'a>> {
+        match self.slot() {
+            Slot::Claim(view) => Some(view),
+            _ => None,
+        }
+    }
+
+    fn as_csinode(&self) -> Option<&CsiNodeView<'a>> {
+        match self.slot() {
+            Slot::CsiNode(view) => Some(view),
+            _ => None,
         }
     }
 }
 
-/// Decodes a view, through [`View::from_members`] when it can, else with serde over the whole
-/// object (which also gives any error its usual position and message).
-fn decode_view<'a, T: View<'a>>(
-    raw: &'a RawValue,
+/// The views of `object` and `oldObject`, those still raw decoded now.
+fn view_pair<'s, 'a>(input: &Subject<'s, 'a>) -> Result<(Held<'s, 'a>, Held<'s, 'a>), DecodeError> {
+    Ok((
+        held(input.resource, input.object, "object")?,
+        held(input.resource, input.old_object, "oldObject")?,
+    ))
+}
+
+fn held<'s, 'a>(
+    resource: HealthResource,
+    slot: &'s Slot<'a>,
     field: &'static str,
-    kind: &'static str,
-) -> Result<T, DecodeError> {
-    match T::from_members(raw.get()) {
-        Some(view) => Ok(view),
-        None => decode(raw, field, kind),
+) -> Result<Held<'s, 'a>, DecodeError> {
+    let Slot::Raw(raw) = slot else {
+        // A view read with the review is of the request's resource: the resource is read
+        // before the objects, and only once.
+        return Ok(Held::Borrowed(slot));
+    };
+    json::from_str_seed(raw.get(), SlotSeed(resource))
+        .map(Held::Decoded)
+        .map_err(|source| DecodeError {
+            field,
+            kind: resource.kind(),
+            source,
+        })
+}
+
+/// Reads an object as the view of `resource`.
+pub(crate) struct SlotSeed(pub(crate) HealthResource);
+
+impl<'de> serde::de::DeserializeSeed<'de> for SlotSeed {
+    type Value = Slot<'de>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Slot<'de>, D::Error> {
+        Slot::read(self.0, deserializer)
     }
 }
 
+/// Decodes the part of a raw object that drop-on-save reads; a non-object is refused as the
+/// views refuse it.
 fn decode<'a, T: Deserialize<'a>>(
     raw: &'a RawValue,
     field: &'static str,
     kind: &'static str,
 ) -> Result<T, DecodeError> {
-    let error = |source| DecodeError {
-        field,
-        kind,
-        source,
-    };
-    // serde would also take an array for a struct, field by field; an object is a JSON object.
-    if let Some(unexpected) = not_an_object(raw.get()) {
-        return Err(error(serde::de::Error::invalid_type(
-            unexpected,
-            &EXPECTED_OBJECT,
-        )));
-    }
-    serde_json::from_str(raw.get()).map_err(error)
+    json::from_str_seed(raw.get(), GatedSeed(PhantomData))
+        .and_then(|gated: Option<T>| {
+            // Raw slots are never `null` (that is an absent object).
+            gated.ok_or_else(|| serde::de::Error::custom("null object"))
+        })
+        .map_err(|source| DecodeError {
+            field,
+            kind,
+            source,
+        })
 }
 
-/// What a request's objects must be.
-pub(crate) const EXPECTED_OBJECT: &str = "a JSON object";
+struct GatedSeed<T>(PhantomData<T>);
 
-/// What the JSON text is, unless it is an object.
-fn not_an_object(json: &str) -> Option<serde::de::Unexpected<'static>> {
-    use serde::de::Unexpected;
-    Some(match json.trim_start().as_bytes().first()? {
-        b'{' => return None,
-        b'[' => Unexpected::Seq,
-        b'"' => Unexpected::Other("string"),
-        b't' | b'f' => Unexpected::Other("boolean"),
-        b'n' => Unexpected::Unit,
-        _ => Unexpected::Other("number"),
-    })
-}
+impl<'de, T: Deserialize<'de>> serde::de::DeserializeSeed<'de> for GatedSeed<T> {
+    type Value = Option<T>;
 
-// The views below decode what the rules read and skip the rest. `Option` everywhere: the
-// apiserver omits empty fields, and `null` must read as absent.
-
-#[derive(Deserialize, Default)]
-struct MetaView<'a> {
-    #[serde(borrow, default)]
-    name: Option<Cow<'a, str>>,
-}
-
-impl MetaView<'_> {
-    fn name(&self) -> Option<&str> {
-        self.name.as_deref()
-    }
-}
-
-#[derive(Deserialize)]
-struct NameView<'a> {
-    #[serde(borrow, default)]
-    name: Option<Cow<'a, str>>,
-}
-
-#[derive(Deserialize)]
-pub(crate) struct PodView<'a> {
-    #[serde(borrow, default)]
-    metadata: MetaView<'a>,
-    #[serde(borrow, default)]
-    spec: Option<PodSpecView<'a>>,
-    #[serde(default)]
-    status: Option<PodStatusView>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct PodSpecView<'a> {
-    #[serde(borrow, default)]
-    node_name: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    volumes: Option<Vec<NameView<'a>>>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct PodStatusView {
-    #[serde(default)]
-    volume_health: Option<Vec<PodVolumeHealth>>,
-}
-
-impl PodView<'_> {
-    fn volume_health(&self) -> Option<&[PodVolumeHealth]> {
-        self.status.as_ref()?.volume_health.as_deref()
-    }
-}
-
-#[derive(Deserialize)]
-pub(crate) struct ClaimView<'a> {
-    #[serde(borrow, default)]
-    metadata: MetaView<'a>,
-    #[serde(default)]
-    status: Option<ClaimStatusView>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ClaimStatusView {
-    #[serde(default)]
-    health_status: Option<VolumeHealthStatus>,
-}
-
-impl ClaimView<'_> {
-    fn health_status(&self) -> Option<&VolumeHealthStatus> {
-        self.status.as_ref()?.health_status.as_ref()
-    }
-}
-
-#[derive(Deserialize)]
-pub(crate) struct CsiNodeView<'a> {
-    #[serde(borrow, default)]
-    metadata: MetaView<'a>,
-    #[serde(borrow, default)]
-    spec: Option<CsiNodeSpecView<'a>>,
-    #[serde(default)]
-    status: Option<CsiNodeStatusView>,
-}
-
-#[derive(Deserialize)]
-struct CsiNodeSpecView<'a> {
-    #[serde(borrow, default)]
-    drivers: Option<Vec<NameView<'a>>>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct CsiNodeStatusView {
-    #[serde(default)]
-    storage_health: Option<Vec<StorageHealth>>,
-}
-
-impl CsiNodeView<'_> {
-    fn storage_health(&self) -> Option<&[StorageHealth]> {
-        self.status.as_ref()?.storage_health.as_deref()
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Option<T>, D::Error> {
+        deserializer.deserialize_any(ObjectVisitor(PhantomData))
     }
 }
 
@@ -579,281 +538,3 @@ struct CsiNodeGated {
     storage_health: Option<Vec<IgnoredAny>>,
 }
 
-// The fast path of the views. An object in a review is a `RawValue`, so already checked to be
-// valid JSON; most of its bytes (containers, managed fields, container statuses) belong to
-// members no rule reads. Rather than have serde walk all of them a second time, the members a
-// view reads are located by a structural scan and only their text is decoded, with the same
-// types. Whenever the scan could disagree with serde (not an object, a key with an escape, a
-// member twice, which serde rejects, a value of the wrong shape), the view is decoded the usual
-// way, so results and errors stay exactly those of serde.
-
-/// A view that can be assembled from the text of the members it reads.
-trait View<'a>: Deserialize<'a> {
-    /// The view, or `None` to fall back to serde over the whole object.
-    fn from_members(json: &'a str) -> Option<Self>;
-
-    /// The view held by a slot read with the review.
-    fn in_slot<'s>(slot: &'s Slot<'a>) -> Option<&'s Self>;
-}
-
-impl<'a> View<'a> for PodView<'a> {
-    fn in_slot<'s>(slot: &'s Slot<'a>) -> Option<&'s Self> {
-        match slot {
-            Slot::Pod(view) => Some(view),
-            _ => None,
-        }
-    }
-
-    fn from_members(json: &'a str) -> Option<Self> {
-        let [metadata, spec, status] = members(
-            json,
-            0,
-            [
-                ("metadata", &["name"]),
-                ("spec", &["nodeName", "volumes"]),
-                ("status", &["volumeHealth"]),
-            ],
-        )?
-        .0;
-        let spec = match spec {
-            Member::Absent | Member::Null => None,
-            Member::Object([node_name, volumes]) => Some(PodSpecView {
-                node_name: member(node_name)?,
-                volumes: member(volumes)?,
-            }),
-        };
-        let status = match status {
-            Member::Absent | Member::Null => None,
-            Member::Object([volume_health, _]) => Some(PodStatusView {
-                volume_health: member(volume_health)?,
-            }),
-        };
-        Some(PodView {
-            metadata: meta_view(metadata)?,
-            spec,
-            status,
-        })
-    }
-}
-
-impl<'a> View<'a> for CsiNodeView<'a> {
-    fn in_slot<'s>(slot: &'s Slot<'a>) -> Option<&'s Self> {
-        match slot {
-            Slot::CsiNode(view) => Some(view),
-            _ => None,
-        }
-    }
-
-    fn from_members(json: &'a str) -> Option<Self> {
-        let [metadata, spec, status] = members(
-            json,
-            0,
-            [
-                ("metadata", &["name"]),
-                ("spec", &["drivers"]),
-                ("status", &["storageHealth"]),
-            ],
-        )?
-        .0;
-        let spec = match spec {
-            Member::Absent | Member::Null => None,
-            Member::Object([drivers, _]) => Some(CsiNodeSpecView {
-                drivers: member(drivers)?,
-            }),
-        };
-        let status = match status {
-            Member::Absent | Member::Null => None,
-            Member::Object([storage_health, _]) => Some(CsiNodeStatusView {
-                storage_health: member(storage_health)?,
-            }),
-        };
-        Some(CsiNodeView {
-            metadata: meta_view(metadata)?,
-            spec,
-            status,
-        })
-    }
-}
-
-impl<'a> View<'a> for ClaimView<'a> {
-    fn in_slot<'s>(slot: &'s Slot<'a>) -> Option<&'s Self> {
-        match slot {
-            Slot::Claim(view) => Some(view),
-            _ => None,
-        }
-    }
-
-    fn from_members(_json: &'a str) -> Option<Self> {
-        // A claim is small; serde reads it whole.
-        None
-    }
-}
-
-/// `metadata`: absent is the default; `null` is left to serde, which refuses it.
-fn meta_view(metadata: Member<'_>) -> Option<MetaView<'_>> {
-    match metadata {
-        Member::Absent => Some(MetaView::default()),
-        Member::Null => None,
-        Member::Object([name, _]) => Some(MetaView {
-            name: member(name)?,
-        }),
-    }
-}
-
-/// An `Option<T>` member with `#[serde(default)]`: `None` when absent, else decoded from its
-/// text as serde would inside the object. The outer `None` asks for the fallback.
-fn member<'a, T: Deserialize<'a>>(text: Option<&'a str>) -> Option<Option<T>> {
-    match text {
-        None => Some(None),
-        Some(text) => serde_json::from_str(text).ok(),
-    }
-}
-
-/// A member of an object whose own members (up to two) are looked for.
-#[derive(Clone, Copy)]
-enum Member<'a> {
-    Absent,
-    Null,
-    /// The text of the inner members looked for, when present.
-    Object([Option<&'a str>; 2]),
-}
-
-/// In the object at `at` of `json` (valid JSON), the members named in `wanted`, each an object
-/// whose members named in its list are located in the same pass; and where the object ends.
-/// `None` when the text is not an object, a key holds an escape, a wanted member appears twice,
-/// or a wanted member is neither an object nor `null`.
-fn members<'a, const N: usize>(
-    json: &'a str,
-    at: usize,
-    wanted: [(&str, &[&str]); N],
-) -> Option<([Member<'a>; N], usize)> {
-    let mut found = [Member::Absent; N];
-    let mut seen = [false; N];
-    let end = scan_object(json, at, |key, value| {
-        let Some(slot) = wanted.iter().position(|(name, _)| name.as_bytes() == key) else {
-            return value_end(json.as_bytes(), value);
-        };
-        if seen[slot] {
-            return None;
-        }
-        seen[slot] = true;
-        if json.as_bytes().get(value..value + 4) == Some(b"null") {
-            found[slot] = Member::Null;
-            return Some(value + 4);
-        }
-        let inner_names = wanted[slot].1;
-        let mut inner = [None; 2];
-        let mut inner_seen = [false; 2];
-        let end = scan_object(json, value, |key, value| {
-            let end = value_end(json.as_bytes(), value)?;
-            if let Some(i) = inner_names.iter().position(|name| name.as_bytes() == key) {
-                if inner_seen[i] {
-                    return None;
-                }
-                inner_seen[i] = true;
-                inner[i] = Some(json.get(value..end)?);
-            }
-            Some(end)
-        })?;
-        found[slot] = Member::Object(inner);
-        Some(end)
-    })?;
-    Some((found, end))
-}
-
-/// Walks the members of the object at `at`: `visit` gets each key (raw, without escapes) and
-/// where its value starts, and returns where the value ends. Returns the end of the object;
-/// `None` when the text there is not an object, a key holds an escape, or `visit` gives up.
-fn scan_object(
-    json: &str,
-    at: usize,
-    mut visit: impl FnMut(&[u8], usize) -> Option<usize>,
-) -> Option<usize> {
-    let bytes = json.as_bytes();
-    let mut at = skip_whitespace(bytes, at);
-    if bytes.get(at) != Some(&b'{') {
-        return None;
-    }
-    at += 1;
-    loop {
-        at = skip_whitespace(bytes, at);
-        match bytes.get(at)? {
-            b'}' => return Some(at + 1),
-            b',' => {
-                at += 1;
-                continue;
-            }
-            b'"' => {}
-            _ => return None,
-        }
-        let key_end = string_end(bytes, at + 1)?;
-        let key = bytes.get(at + 1..key_end)?;
-        if key.contains(&b'\\') {
-            return None;
-        }
-        at = skip_whitespace(bytes, key_end + 1);
-        if bytes.get(at) != Some(&b':') {
-            return None;
-        }
-        at = skip_whitespace(bytes, at + 1);
-        at = visit(key, at)?;
-    }
-}
-
-fn skip_whitespace(bytes: &[u8], mut at: usize) -> usize {
-    while let Some(b' ' | b'\n' | b'\r' | b'\t') = bytes.get(at) {
-        at += 1;
-    }
-    at
-}
-
-/// The end (exclusive) of the valid JSON value starting at `at`.
-fn value_end(bytes: &[u8], at: usize) -> Option<usize> {
-    match bytes.get(at)? {
-        b'"' => Some(string_end(bytes, at + 1)? + 1),
-        b'{' | b'[' => {
-            let mut depth = 0usize;
-            let mut at = at;
-            loop {
-                match bytes.get(at)? {
-                    b'"' => at = string_end(bytes, at + 1)?,
-                    b'{' | b'[' => depth += 1,
-                    b'}' | b']' => {
-                        depth -= 1;
-                        if depth == 0 {
-                            return Some(at + 1);
-                        }
-                    }
-                    _ => {}
-                }
-                at += 1;
-            }
-        }
-        _ => {
-            // A number or a literal: up to the next delimiter.
-            let len = bytes
-                .get(at..)?
-                .iter()
-                .position(|b| matches!(b, b',' | b'}' | b']' | b' ' | b'\n' | b'\r' | b'\t'))
-                .unwrap_or(bytes.len() - at);
-            Some(at + len)
-        }
-    }
-}
-
-/// The index of the quote closing the string whose contents start at `at`.
-fn string_end(bytes: &[u8], mut at: usize) -> Option<usize> {
-    loop {
-        at = quote_or_backslash(bytes, at)?;
-        if bytes[at] == b'"' {
-            return Some(at);
-        }
-        // An escape: the backslash and the character after it (the rest of `\uXXXX` is hex).
-        at += 2;
-    }
-}
-
-/// The first `"` or `\` at or after `at`.
-fn quote_or_backslash(bytes: &[u8], at: usize) -> Option<usize> {
-    memchr::memchr2(b'"', b'\\', bytes.get(at..)?).map(|i| at + i)
-}

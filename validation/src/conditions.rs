@@ -2,9 +2,11 @@
 
 use k8s_openapi::api::core::v1::VolumeHealthCondition;
 use k8s_openapi::api::storage::v1::StorageHealthCondition;
+use serde::de::DeserializeOwned;
 
-use crate::field::{ErrorKind, ErrorList, FieldError, LengthUnit, Path};
+use crate::field::{ErrorKind, Errors, LengthUnit, Path};
 use crate::names::{CONDITION_REASON_DETAIL, is_condition_reason};
+use crate::view::{Fingerprinted, RawList, Walk};
 
 /// Most conditions one health entry may carry.
 pub const MAX_HEALTH_CONDITIONS: usize = 16;
@@ -31,31 +33,9 @@ pub const ACCESS_MODES: &[&str] = &[
 /// Supported `StorageHealthCondition.volumeMode` values, sorted.
 pub const VOLUME_MODES: &[&str] = &["Block", "Filesystem"];
 
-/// Errors of one object, kept in two runs so that handwritten checks come first.
-#[derive(Debug, Default)]
-pub(crate) struct Errors {
-    pub(crate) handwritten: ErrorList,
-    pub(crate) declarative: ErrorList,
-}
-
-impl Errors {
-    pub(crate) fn handwritten(&mut self, path: &Path<'_>, kind: ErrorKind) {
-        self.handwritten.push(FieldError::new(path, kind));
-    }
-
-    pub(crate) fn declarative(&mut self, path: &Path<'_>, kind: ErrorKind) {
-        self.declarative.push(FieldError::new(path, kind));
-    }
-
-    pub(crate) fn into_list(mut self) -> ErrorList {
-        self.handwritten.append(&mut self.declarative);
-        self.handwritten
-    }
-}
-
 /// A condition type with the (status, reason) key and the field rules of its kind: volume
 /// conditions count bytes, storage conditions count characters and carry two more enums.
-pub(crate) trait HealthCondition: PartialEq {
+pub(crate) trait HealthCondition: PartialEq + Clone + DeserializeOwned + Fingerprinted {
     /// Supported `status` values, sorted.
     const STATUSES: &'static [&'static str];
     /// What the length limits count.
@@ -143,31 +123,51 @@ impl HealthCondition for StorageHealthCondition {
     }
 }
 
-/// Validates one `healthConditions` list at `path` against the same list in the old object.
+/// A `healthConditions` list as read: `None` when absent or `null`, which the rules treat as
+/// empty.
+pub(crate) type Conditions<'l, 'a, C> = Option<&'l RawList<'a, C>>;
+
+fn count<C>(list: Conditions<'_, '_, C>) -> usize {
+    list.map_or(0, RawList::len)
+}
+
+/// Equal item for item; absent and empty are the same list.
+fn same_list<C>(a: Conditions<'_, '_, C>, b: Conditions<'_, '_, C>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => a == b,
+        _ => count(a) == 0 && count(b) == 0,
+    }
+}
+
+/// Validates one `healthConditions` list at `path` against the same list in the old object
+/// (`old` is `None` when there is nothing to ratchet against).
 ///
-/// Over [`MAX_HEALTH_CONDITIONS`] the list gets TooMany and nothing else. Otherwise reason format
-/// (handwritten) always runs; declarative checks are skipped for a list equal to the old one and
-/// for items equal to the old item with the same (status, reason).
-pub(crate) fn check_conditions<C: HealthCondition>(
+/// Over [`MAX_HEALTH_CONDITIONS`] the list gets TooMany and nothing else, and its items are never
+/// materialized. Otherwise reason format (handwritten) always runs; declarative checks are
+/// skipped for a list equal to the old one and for items equal to the old item with the same
+/// (status, reason).
+pub(crate) fn check_conditions<'a, C: HealthCondition>(
     path: &Path<'_>,
-    new: &[C],
-    old: Option<&[C]>,
+    new: Conditions<'_, 'a, C>,
+    old: Option<Conditions<'_, 'a, C>>,
     errors: &mut Errors,
 ) {
-    let unchanged = old == Some(new);
-    if new.len() > MAX_HEALTH_CONDITIONS {
+    let unchanged = old.is_some_and(|old| same_list(old, new));
+    let len = count(new);
+    if len > MAX_HEALTH_CONDITIONS {
         if !unchanged {
             errors.declarative(
                 path,
                 ErrorKind::TooMany {
-                    count: new.len(),
+                    count: len,
                     max: MAX_HEALTH_CONDITIONS,
                 },
             );
         }
         return;
     }
-    for (i, condition) in new.iter().enumerate() {
+    let items = new.map(RawList::collect).unwrap_or_default();
+    for (i, condition) in items.iter().enumerate() {
         let reason = condition.reason();
         if !reason.is_empty() && !is_condition_reason(reason) {
             let item = path.index(i);
@@ -183,15 +183,14 @@ pub(crate) fn check_conditions<C: HealthCondition>(
     if unchanged {
         return;
     }
-    let old = old.unwrap_or_default();
-    for (i, condition) in new.iter().enumerate() {
+    let old = old.flatten();
+    for (i, condition) in items.iter().enumerate() {
         let item = path.index(i);
-        let same_key = |other: &&C| {
-            other.status() == condition.status() && other.reason() == condition.reason()
-        };
+        let same_key =
+            |other: &C| other.status() == condition.status() && other.reason() == condition.reason();
         // Not ratcheted per item: an unchanged copy of an old item must not let a new
-        // duplicate in.
-        if new[..i].iter().any(|c| same_key(&c)) {
+        // duplicate in. At most 16 items, so the scan stays small.
+        if items[..i].iter().any(same_key) {
             errors.declarative(
                 &item,
                 ErrorKind::Duplicate {
@@ -199,11 +198,26 @@ pub(crate) fn check_conditions<C: HealthCondition>(
                 },
             );
         }
-        if old.iter().find(same_key) == Some(condition) {
+        if old.and_then(|old| first_where(old, same_key)).as_ref() == Some(condition) {
             continue;
         }
         condition.check_fields(&item, errors);
     }
+}
+
+/// The first item of `list` that `wanted` accepts. The old list may be long; this walks it once
+/// per new item, of which there are at most 16.
+fn first_where<C: HealthCondition>(list: &RawList<'_, C>, wanted: impl Fn(&C) -> bool) -> Option<C> {
+    let mut found = None;
+    list.walk(|_, item| {
+        if wanted(&item) {
+            found = Some(item);
+            Walk::Stop
+        } else {
+            Walk::Next
+        }
+    });
+    found
 }
 
 fn render_condition_key(status: &str, reason: &str) -> String {

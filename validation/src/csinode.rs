@@ -1,18 +1,20 @@
 //! CSINode `status.storageHealth`.
 
+use std::collections::HashSet;
+
 use k8s_openapi::api::storage::v1::{CSINode, StorageHealth};
 
-use crate::conditions::Errors;
 use crate::entries::check_entries;
-use crate::field::{ErrorKind, ErrorList, Path};
-use crate::names::{CSI_DRIVER_NAME_MAX_LEN, dns1123_subdomain_errors};
+use crate::field::{ErrorKind, ErrorList, Errors, Path};
+use crate::names::{CSI_DRIVER_NAME_MAX_LEN, dns1123_subdomain_errors, go_to_lower};
+use crate::view::{RawList, StorageHealthView, typed_list_text};
 
 /// Validates a CSINode's `status.storageHealth`, ratcheting against `old` on update. Driver names
 /// are looked up in the new object's `spec.drivers`.
 pub fn validate_csinode(new: &CSINode, old: Option<&CSINode>) -> ErrorList {
-    let drivers = &new.spec.drivers;
+    let drivers: HashSet<&str> = new.spec.drivers.iter().map(|d| d.name.as_str()).collect();
     validate_storage_health(storage_health(Some(new)), storage_health(old), |name| {
-        drivers.iter().any(|d| d.name == name)
+        drivers.contains(name)
     })
 }
 
@@ -23,14 +25,20 @@ pub fn validate_storage_health(
     old: Option<&[StorageHealth]>,
     driver_registered: impl Fn(&str) -> bool,
 ) -> ErrorList {
+    let (new, old) = (new.map(typed_list_text), old.map(typed_list_text));
     let mut errors = Errors::default();
-    check_storage_health(new, old, driver_registered, &mut errors);
+    check_storage_health(
+        new.as_deref().map(RawList::read_typed).as_ref(),
+        old.as_deref().map(RawList::read_typed).as_ref(),
+        driver_registered,
+        &mut errors,
+    );
     errors.into_list()
 }
 
-pub(crate) fn check_storage_health(
-    new: Option<&[StorageHealth]>,
-    old: Option<&[StorageHealth]>,
+pub(crate) fn check_storage_health<'a>(
+    new: Option<&RawList<'a, StorageHealthView<'a>>>,
+    old: Option<&RawList<'a, StorageHealthView<'a>>>,
     driver_registered: impl Fn(&str) -> bool,
     errors: &mut Errors,
 ) {
@@ -44,7 +52,7 @@ pub(crate) fn check_storage_health(
         |path, name, errors| {
             // As ValidateCSIDriverName checks spec.drivers[*].name; the length limit is the
             // declarative half (see StorageHealth::check_name_declarative).
-            let format_errors = dns1123_subdomain_errors(&name.to_ascii_lowercase());
+            let format_errors = dns1123_subdomain_errors(&go_to_lower(name));
             for detail in &format_errors {
                 errors.handwritten(
                     path,

@@ -1,43 +1,53 @@
 //! Lists of health entries keyed by name: Pod `status.volumeHealth` and CSINode
 //! `status.storageHealth`.
+//!
+//! Such a list has no length limit, so every step here is linear in it: names are found in hash
+//! tables, never by scanning the list again, and entries are decoded one at a time.
 
-use k8s_openapi::api::core::v1::{PodVolumeHealth, VolumeHealthCondition};
-use k8s_openapi::api::storage::v1::{StorageHealth, StorageHealthCondition};
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 
-use crate::conditions::{Errors, HealthCondition, check_conditions, check_length};
-use crate::field::{ErrorKind, GoQuoted, LengthUnit, Path};
+use k8s_openapi::api::core::v1::VolumeHealthCondition;
+use k8s_openapi::api::storage::v1::StorageHealthCondition;
+use serde::Deserialize;
+
+use crate::conditions::{HealthCondition, check_conditions, check_length};
+use crate::field::{ErrorKind, Errors, GoQuoted, LengthUnit, Path};
 use crate::names::CSI_DRIVER_NAME_MAX_LEN;
+use crate::view::{
+    Fingerprinted, PodVolumeHealthView, RawList, StorageHealthView, Walk, fingerprint, hash128,
+};
 
 /// A health entry: a name that keys the list, and its conditions.
-pub(crate) trait HealthEntry: PartialEq {
+pub(crate) trait HealthEntry<'a>: Deserialize<'a> + Fingerprinted {
     type Condition: HealthCondition;
     fn name(&self) -> &str;
-    fn conditions(&self) -> &[Self::Condition];
+    fn conditions(&self) -> Option<&RawList<'a, Self::Condition>>;
     /// Declarative checks of a non-empty name beyond Required.
     fn check_name_declarative(&self, _path: &Path<'_>, _errors: &mut Errors) {}
 }
 
-impl HealthEntry for PodVolumeHealth {
+impl<'a> HealthEntry<'a> for PodVolumeHealthView<'a> {
     type Condition = VolumeHealthCondition;
 
     fn name(&self) -> &str {
         &self.name
     }
 
-    fn conditions(&self) -> &[VolumeHealthCondition] {
-        self.health_conditions.as_deref().unwrap_or_default()
+    fn conditions(&self) -> Option<&RawList<'a, VolumeHealthCondition>> {
+        self.health_conditions.as_ref()
     }
 }
 
-impl HealthEntry for StorageHealth {
+impl<'a> HealthEntry<'a> for StorageHealthView<'a> {
     type Condition = StorageHealthCondition;
 
     fn name(&self) -> &str {
         &self.name
     }
 
-    fn conditions(&self) -> &[StorageHealthCondition] {
-        self.health_conditions.as_deref().unwrap_or_default()
+    fn conditions(&self) -> Option<&RawList<'a, StorageHealthCondition>> {
+        self.health_conditions.as_ref()
     }
 
     fn check_name_declarative(&self, path: &Path<'_>, errors: &mut Errors) {
@@ -51,30 +61,90 @@ impl HealthEntry for StorageHealth {
     }
 }
 
+/// What the walk over the new list needs of a name: whether the list had it already, and the
+/// first old entry of that name.
+#[derive(Default)]
+struct NameState {
+    seen: bool,
+    old: Option<usize>,
+}
+
+/// An old entry, kept as what ratcheting compares: the whole entry by fingerprint, and its
+/// conditions for the per-condition comparison.
+struct OldEntry<'l, 'a, C> {
+    fingerprint: u128,
+    conditions: Option<&'l RawList<'a, C>>,
+}
+
 /// Validates a list of named entries at `path`.
 ///
 /// `check_name` holds the handwritten checks of a non-empty name (it must name a volume or a
 /// registered driver); they run for every entry. Declarative checks are skipped for a list equal
-/// to the old one and for an entry equal to the old entry of the same name.
-pub(crate) fn check_entries<E: HealthEntry>(
+/// to the old one and for an entry equal to the old entry of the same name (the first one).
+pub(crate) fn check_entries<'a, E: HealthEntry<'a>>(
     path: &Path<'_>,
-    new: &[E],
-    old: Option<&[E]>,
-    check_name: impl Fn(&Path<'_>, &str, &mut Errors),
+    new: &RawList<'a, E>,
+    old: Option<&RawList<'a, E>>,
+    mut check_name: impl FnMut(&Path<'_>, &str, &mut Errors),
     errors: &mut Errors,
 ) {
     let unchanged = old == Some(new);
-    let old = old.unwrap_or_default();
-    for (i, entry) in new.iter().enumerate() {
+    // Names are keyed by their 128-bit keyed hash: the tables then cost the same for any name.
+    let mut names: HashMap<u128, NameState> = HashMap::new();
+    let mut old_entries = Vec::new();
+    // The old entries' conditions, decoded again only where a new entry has the same name.
+    let mut old_conditions_lists = Vec::new();
+    if let (false, Some(old)) = (unchanged, old) {
+        new.walk(|_, entry| {
+            names.entry(hash128(entry.name())).or_default();
+            Walk::Next
+        });
+        old.walk(|_, entry| {
+            match names.get_mut(&hash128(entry.name())) {
+                Some(state) if state.old.is_none() => {
+                    state.old = Some(old_entries.len());
+                    old_entries.push(fingerprint(&entry));
+                    old_conditions_lists.push(entry.conditions().copied());
+                }
+                _ => {}
+            }
+            Walk::Next
+        });
+    }
+    let old_entry = |index: Option<usize>| {
+        let index = index?;
+        Some(OldEntry {
+            fingerprint: *old_entries.get(index)?,
+            conditions: old_conditions_lists.get(index)?.as_ref(),
+        })
+    };
+    new.walk(|i, entry| {
         let item = path.index(i);
         let name_path = item.child("name");
         let name = entry.name();
         if !name.is_empty() {
             check_name(&name_path, name, errors);
         }
-        let old_entry = old.iter().find(|o| o.name() == name);
-        let entry_unchanged = unchanged || old_entry == Some(entry);
-        if !unchanged && new[..i].iter().any(|e| e.name() == name) {
+        let (first_time, old) = if unchanged {
+            (true, None)
+        } else {
+            match names.entry(hash128(name)) {
+                Entry::Occupied(mut state) => (
+                    !std::mem::replace(&mut state.get_mut().seen, true),
+                    old_entry(state.get().old),
+                ),
+                Entry::Vacant(state) => {
+                    state.insert(NameState {
+                        seen: true,
+                        old: None,
+                    });
+                    (true, None)
+                }
+            }
+        };
+        let entry_unchanged =
+            unchanged || old.as_ref().is_some_and(|o| o.fingerprint == fingerprint(&entry));
+        if !first_time {
             errors.declarative(
                 &item,
                 ErrorKind::Duplicate {
@@ -95,7 +165,7 @@ pub(crate) fn check_entries<E: HealthEntry>(
         let old_conditions = if entry_unchanged {
             Some(conditions)
         } else {
-            old_entry.map(HealthEntry::conditions)
+            old.map(|o| o.conditions)
         };
         check_conditions(
             &item.child("healthConditions"),
@@ -103,5 +173,6 @@ pub(crate) fn check_entries<E: HealthEntry>(
             old_conditions,
             errors,
         );
-    }
+        Walk::Next
+    });
 }

@@ -187,6 +187,66 @@ impl std::error::Error for FieldError {}
 /// All errors found in one object, in the order Kubernetes reports them.
 pub type ErrorList = Vec<FieldError>;
 
+/// Most field errors reported for one object. Each entry of an unbounded list can add errors, so a
+/// hostile object could otherwise make an answer many times the size of its request; past this
+/// many, errors are counted, not kept, and the message says how many more there were.
+pub const MAX_REPORTED_ERRORS: usize = 10_000;
+
+/// The errors of one object as they are found, in two runs so that handwritten checks come first;
+/// at most `limit` are kept.
+#[derive(Debug)]
+pub(crate) struct Errors {
+    handwritten: ErrorList,
+    declarative: ErrorList,
+    limit: usize,
+    found: usize,
+}
+
+impl Default for Errors {
+    fn default() -> Self {
+        Errors::with_limit(usize::MAX)
+    }
+}
+
+impl Errors {
+    /// Keeps the first `limit` errors (handwritten ones first) and counts the rest.
+    pub(crate) fn with_limit(limit: usize) -> Self {
+        Errors {
+            handwritten: ErrorList::new(),
+            declarative: ErrorList::new(),
+            limit,
+            found: 0,
+        }
+    }
+
+    pub(crate) fn handwritten(&mut self, path: &Path<'_>, kind: ErrorKind) {
+        self.found += 1;
+        if self.handwritten.len() < self.limit {
+            self.handwritten.push(FieldError::new(path, kind));
+        }
+    }
+
+    pub(crate) fn declarative(&mut self, path: &Path<'_>, kind: ErrorKind) {
+        self.found += 1;
+        if self.declarative.len() < self.limit {
+            self.declarative.push(FieldError::new(path, kind));
+        }
+    }
+
+    /// The errors kept, in Kubernetes order, and how many more were found.
+    pub(crate) fn finish(mut self) -> (ErrorList, usize) {
+        self.handwritten.append(&mut self.declarative);
+        self.handwritten.truncate(self.limit);
+        let omitted = self.found - self.handwritten.len();
+        (self.handwritten, omitted)
+    }
+
+    /// Every error, for callers without a limit.
+    pub(crate) fn into_list(self) -> ErrorList {
+        self.finish().0
+    }
+}
+
 /// Formats a string as Go's `%q` verb does: double quotes, Go escapes, and `\u`/`\U` escapes for
 /// characters that Go's `strconv.IsPrint` rejects.
 #[derive(Clone, Copy, Debug)]
@@ -217,21 +277,24 @@ impl fmt::Display for GoQuoted<'_> {
     }
 }
 
-/// Go's `strconv.IsPrint`: letters, marks, numbers, punctuation, symbols and the ASCII space.
-/// Without Unicode category tables this rejects the categories Go rejects that occur in practice:
-/// controls, format characters, separators other than U+0020, private use and noncharacters.
+/// Go's `strconv.IsPrint`: letters, marks, numbers, punctuation, symbols (Unicode 15.0.0, as
+/// Go's tables) and the ASCII space.
 fn is_go_printable(c: char) -> bool {
-    let u = c as u32;
+    use unicode_general_category::{GeneralCategory as G, get_general_category};
     if c.is_ascii() {
-        return (0x20..0x7f).contains(&u);
+        return matches!(c, ' '..='~');
     }
-    !(c.is_control()
-        || matches!(u,
-            0x00a0 | 0x00ad | 0x061c | 0x06dd | 0x070f | 0x1680 | 0x180e | 0x2000..=0x200f
-            | 0x2028..=0x202f | 0x205f..=0x206f | 0x3000 | 0xd800..=0xdfff | 0xe000..=0xf8ff
-            | 0xfeff | 0xfff9..=0xfffb | 0xfffe | 0xffff | 0x0600..=0x0605 | 0xe0001
-            | 0xe0020..=0xe007f | 0xf0000..=0x10ffff)
-        || (u & 0xfffe) == 0xfffe)
+    !matches!(
+        get_general_category(c),
+        G::Control
+            | G::Format
+            | G::Surrogate
+            | G::PrivateUse
+            | G::Unassigned
+            | G::SpaceSeparator
+            | G::LineSeparator
+            | G::ParagraphSeparator
+    )
 }
 
 #[cfg(test)]
@@ -337,6 +400,15 @@ mod tests {
             ("\u{feff}", r#""\ufeff""#),
             ("😀", "\"😀\""),
             ("\u{f0000}", r#""\U000f0000""#),
+            // Go's IsPrint tables decide: unassigned, and format characters outside the
+            // ranges one would list by hand.
+            ("\u{378}", r#""\u0378""#),
+            ("\u{1d173}", r#""\U0001d173""#),
+            ("\u{110bd}", r#""\U000110bd""#),
+            ("\u{2028}\u{3000}\u{ad}", r#""\u2028\u3000\u00ad""#),
+            // Assigned in Unicode 15.0.0, printable in Go.
+            ("\u{1f6dd}\u{11f00}", "\"\u{1f6dd}\u{11f00}\""),
+            ("\u{301}", "\"\u{301}\""),
         ];
         for (input, want) in cases {
             assert_eq!(GoQuoted(input).to_string(), want, "quoting {input:?}");

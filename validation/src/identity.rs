@@ -1,5 +1,10 @@
 //! Node identity, as the Node authorizer and NodeRestriction recognise it.
 
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{self, Deserialize, Deserializer, SeqAccess, Visitor};
+
 /// The username prefix of node credentials.
 pub const NODE_USER_PREFIX: &str = "system:node:";
 /// The group every node credential carries.
@@ -16,11 +21,78 @@ pub const NODES_GROUP: &str = "system:nodes";
 /// assert_eq!(node_name("node1", &["system:nodes"]), None);
 /// ```
 pub fn node_name<'a, S: AsRef<str>>(username: &'a str, groups: &[S]) -> Option<&'a str> {
-    let name = username.strip_prefix(NODE_USER_PREFIX)?;
-    groups
-        .iter()
-        .any(|g| g.as_ref() == NODES_GROUP)
-        .then_some(name)
+    Groups::of(groups).node_name(username)
+}
+
+/// A user's groups as the rules read them: whether [`NODES_GROUP`] is one of them.
+///
+/// Read from a review, the list is walked and no group is kept, so a list of millions of groups
+/// costs no memory.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Groups {
+    nodes: bool,
+}
+
+impl Groups {
+    /// The groups of `names`.
+    pub fn of<S: AsRef<str>>(names: &[S]) -> Self {
+        Groups {
+            nodes: names.iter().any(|g| g.as_ref() == NODES_GROUP),
+        }
+    }
+
+    /// Whether [`NODES_GROUP`] is one of them.
+    pub fn has_nodes_group(self) -> bool {
+        self.nodes
+    }
+
+    /// The groups that matter to the rules, as names: `[system:nodes]` or none.
+    pub fn names(self) -> &'static [&'static str] {
+        if self.nodes { &[NODES_GROUP] } else { &[] }
+    }
+
+    /// The node name of `username` in these groups: see [`node_name`].
+    pub fn node_name(self, username: &str) -> Option<&str> {
+        let name = username.strip_prefix(NODE_USER_PREFIX)?;
+        self.nodes.then_some(name)
+    }
+}
+
+/// A JSON list of strings, or `null` for none.
+impl<'de> Deserialize<'de> for Groups {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Names;
+
+        impl<'de> Visitor<'de> for Names {
+            type Value = Groups;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a sequence of strings")
+            }
+
+            fn visit_none<E: de::Error>(self) -> Result<Groups, E> {
+                Ok(Groups::default())
+            }
+
+            fn visit_unit<E: de::Error>(self) -> Result<Groups, E> {
+                Ok(Groups::default())
+            }
+
+            fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Groups, D::Error> {
+                deserializer.deserialize_seq(self)
+            }
+
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Groups, A::Error> {
+                let mut nodes = false;
+                while let Some(group) = seq.next_element::<Cow<'de, str>>()? {
+                    nodes |= group == NODES_GROUP;
+                }
+                Ok(Groups { nodes })
+            }
+        }
+
+        deserializer.deserialize_option(Names)
+    }
 }
 
 #[cfg(test)]

@@ -49,6 +49,7 @@ mod csinode;
 mod entries;
 mod field;
 mod identity;
+pub mod json;
 pub mod names;
 mod pod;
 mod pvc;
@@ -56,6 +57,7 @@ mod request;
 mod resource;
 mod restriction;
 mod status;
+mod view;
 
 pub use admission::{
     AdmissionInput, DecodeError, UserInfo, Verdict, gated_field_to_drop, validate_admission,
@@ -66,8 +68,10 @@ pub use conditions::{
     VOLUME_HEALTH_STATUSES, VOLUME_MODES,
 };
 pub use csinode::{validate_csinode, validate_storage_health};
-pub use field::{ErrorKind, ErrorList, FieldError, GoQuoted, LengthUnit, Path};
-pub use identity::{NODE_USER_PREFIX, NODES_GROUP, node_name};
+pub use field::{
+    ErrorKind, ErrorList, FieldError, GoQuoted, LengthUnit, MAX_REPORTED_ERRORS, Path,
+};
+pub use identity::{Groups, NODE_USER_PREFIX, NODES_GROUP, node_name};
 pub use pod::{validate_pod, validate_pod_volume_health};
 pub use pvc::{validate_pvc, validate_volume_health_status};
 pub use request::{AdmissionRequest, GroupVersionResource, REQUEST_MEMBER_ORDER, RawObjects};

@@ -1,5 +1,7 @@
 //! Name and format predicates, reimplemented from apimachinery without regular expressions.
 
+use std::borrow::Cow;
+
 /// The upstream detail for a condition reason that fails [`is_condition_reason`]
 /// (`metav1validation`'s `conditionReasonErrMsg`, with its two spaces before each `or`).
 pub const CONDITION_REASON_DETAIL: &str = "a condition reason must start with alphabetic character, optionally followed by a string of alphanumeric characters or '_,:', and must end with an alphanumeric character or '_' (e.g. 'my_name',  or 'MY_NAME',  or 'MyName',  or 'ReasonA,ReasonB',  or 'ReasonA:ReasonB', regex used for validation is '[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?')";
@@ -63,11 +65,29 @@ pub fn dns1123_subdomain_errors(name: &str) -> Vec<&'static str> {
 }
 
 /// Whether `name` passes `ValidateCSIDriverName`: non-empty, at most 63 bytes, and a DNS-1123
-/// subdomain once lower-cased.
+/// subdomain once lower-cased (as Go lower-cases, see [`go_to_lower`]).
 pub fn is_csi_driver_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= CSI_DRIVER_NAME_MAX_LEN
-        && matches_dns1123_subdomain(&name.to_ascii_lowercase())
+        && matches_dns1123_subdomain(&go_to_lower(name))
+}
+
+/// Go's `strings.ToLower`: every character mapped by Unicode's *simple* lowercase mapping, one
+/// character for one. Rust's `to_lowercase` uses the full mapping, which differs for one
+/// character only: U+0130 (İ) becomes "i̇" there and `i` in Go. Two characters outside ASCII
+/// lower-case into it, U+0130 to `i` and U+212A (KELVIN SIGN) to `k`, so a driver name holding
+/// them is valid to Kubernetes.
+pub fn go_to_lower(s: &str) -> Cow<'_, str> {
+    if !s.bytes().any(|b| b.is_ascii_uppercase() || !b.is_ascii()) {
+        return Cow::Borrowed(s);
+    }
+    // The full mapping's first character is the simple mapping for every character, U+0130
+    // included.
+    Cow::Owned(
+        s.chars()
+            .map(|c| c.to_lowercase().next().unwrap_or(c))
+            .collect(),
+    )
 }
 
 #[cfg(test)]
@@ -132,6 +152,26 @@ mod tests {
         assert!(!is_csi_driver_name(&"a".repeat(64)));
         assert!(!is_csi_driver_name(""));
         assert!(!is_csi_driver_name("csi_example"));
+    }
+
+    #[test]
+    fn lower_casing_is_go_strings_to_lower() {
+        let cases = [
+            ("csi.example.com", "csi.example.com"),
+            ("CSI.Example.COM", "csi.example.com"),
+            // U+212A KELVIN SIGN and U+0130 LATIN CAPITAL LETTER I WITH DOT ABOVE lower-case
+            // into ASCII in Go.
+            ("\u{212a}8s.io", "k8s.io"),
+            ("\u{130}o.example", "io.example"),
+            ("ÉTÉ", "été"),
+            ("\u{3a3}\u{3a3}", "\u{3c3}\u{3c3}"),
+        ];
+        for (name, want) in cases {
+            assert_eq!(go_to_lower(name), want, "{name:?}");
+        }
+        assert!(is_csi_driver_name("\u{212a}8s.example.com"));
+        assert!(is_csi_driver_name("d\u{130}sk.example.com"));
+        assert!(!is_csi_driver_name("\u{212b}.example.com"), "ANGSTROM SIGN lower-cases to å");
     }
 
     #[test]

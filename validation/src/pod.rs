@@ -1,17 +1,24 @@
 //! Pod `status.volumeHealth`.
 
+use std::collections::HashSet;
+
 use k8s_openapi::api::core::v1::{Pod, PodVolumeHealth};
 
-use crate::conditions::Errors;
 use crate::entries::check_entries;
-use crate::field::{ErrorKind, ErrorList, Path};
+use crate::field::{ErrorKind, ErrorList, Errors, Path};
+use crate::view::{PodVolumeHealthView, RawList, typed_list_text};
 
 /// Validates a pod's `status.volumeHealth`, ratcheting against `old` on update. Volume names are
 /// looked up in the new pod's `spec.volumes`.
 pub fn validate_pod(new: &Pod, old: Option<&Pod>) -> ErrorList {
-    let volumes = new.spec.as_ref().and_then(|s| s.volumes.as_deref());
+    let volumes: HashSet<&str> = new
+        .spec
+        .iter()
+        .flat_map(|s| s.volumes.iter().flatten())
+        .map(|v| v.name.as_str())
+        .collect();
     validate_pod_volume_health(volume_health(Some(new)), volume_health(old), |name| {
-        volumes.is_some_and(|v| v.iter().any(|v| v.name == name))
+        volumes.contains(name)
     })
 }
 
@@ -22,14 +29,20 @@ pub fn validate_pod_volume_health(
     old: Option<&[PodVolumeHealth]>,
     volume_exists: impl Fn(&str) -> bool,
 ) -> ErrorList {
+    let (new, old) = (new.map(typed_list_text), old.map(typed_list_text));
     let mut errors = Errors::default();
-    check_pod_volume_health(new, old, volume_exists, &mut errors);
+    check_pod_volume_health(
+        new.as_deref().map(RawList::read_typed).as_ref(),
+        old.as_deref().map(RawList::read_typed).as_ref(),
+        volume_exists,
+        &mut errors,
+    );
     errors.into_list()
 }
 
-pub(crate) fn check_pod_volume_health(
-    new: Option<&[PodVolumeHealth]>,
-    old: Option<&[PodVolumeHealth]>,
+pub(crate) fn check_pod_volume_health<'a>(
+    new: Option<&RawList<'a, PodVolumeHealthView<'a>>>,
+    old: Option<&RawList<'a, PodVolumeHealthView<'a>>>,
     volume_exists: impl Fn(&str) -> bool,
     errors: &mut Errors,
 ) {

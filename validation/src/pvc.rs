@@ -2,8 +2,10 @@
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, VolumeHealthStatus};
 
-use crate::conditions::{Errors, check_conditions};
-use crate::field::{ErrorList, Path};
+use crate::conditions::check_conditions;
+use crate::field::{ErrorList, Errors, Path};
+use crate::json;
+use crate::view::HealthStatusView;
 
 /// Validates a claim's `status.healthStatus`, ratcheting against `old` on update.
 ///
@@ -41,14 +43,23 @@ pub fn validate_volume_health_status(
     new: Option<&VolumeHealthStatus>,
     old: Option<&VolumeHealthStatus>,
 ) -> ErrorList {
+    // Read as the webhooks read a review, so that there is one implementation of the rules.
+    let text = |status: &VolumeHealthStatus| {
+        serde_json::to_string(status).expect("k8s-openapi types serialize to JSON")
+    };
+    let (new, old) = (new.map(text), old.map(text));
     let mut errors = Errors::default();
-    check_volume_health_status(new, old, &mut errors);
+    check_volume_health_status(
+        new.as_deref().map(read_typed).as_ref(),
+        old.as_deref().map(read_typed).as_ref(),
+        &mut errors,
+    );
     errors.into_list()
 }
 
 pub(crate) fn check_volume_health_status(
-    new: Option<&VolumeHealthStatus>,
-    old: Option<&VolumeHealthStatus>,
+    new: Option<&HealthStatusView<'_>>,
+    old: Option<&HealthStatusView<'_>>,
     errors: &mut Errors,
 ) {
     let Some(new) = new else { return };
@@ -57,10 +68,14 @@ pub(crate) fn check_volume_health_status(
     let conditions = health.child("healthConditions");
     check_conditions(
         &conditions,
-        new.health_conditions.as_deref().unwrap_or_default(),
-        old.map(|o| o.health_conditions.as_deref().unwrap_or_default()),
+        new.health_conditions.as_ref(),
+        old.map(|o| o.health_conditions.as_ref()),
         errors,
     );
+}
+
+fn read_typed(text: &str) -> HealthStatusView<'_> {
+    json::from_str(text).expect("a status serialized from k8s-openapi types reads back")
 }
 
 fn health_status(claim: Option<&PersistentVolumeClaim>) -> Option<&VolumeHealthStatus> {

@@ -14,8 +14,8 @@ use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visi
 use serde_json::value::RawValue;
 
 use crate::admission::{
-    ClaimView, CsiNodeView, DecodeError, EXPECTED_OBJECT, PodView, Slot, Subject, UserInfo,
-    Verdict, gated_field_to_drop_subject, validate_subject,
+    DecodeError, Slot, SlotSeed, Subject, UserInfo, Verdict, gated_field_to_drop_subject,
+    validate_subject,
 };
 use crate::resource::{HealthResource, Operation};
 use crate::restriction::RestrictionPolicy;
@@ -187,7 +187,8 @@ impl AdmissionRequest<'_> {
 
 impl<'de: 'a, 'a> Deserialize<'de> for AdmissionRequest<'a> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_map(RequestVisitor { read_objects: true })
+        // Strict at every depth, however the caller reads the text (see [`crate::json`]).
+        crate::json::strict(deserializer).deserialize_map(RequestVisitor { read_objects: true })
     }
 }
 
@@ -198,7 +199,7 @@ pub struct RawObjects<'a>(pub AdmissionRequest<'a>);
 
 impl<'de: 'a, 'a> Deserialize<'de> for RawObjects<'a> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer
+        crate::json::strict(deserializer)
             .deserialize_map(RequestVisitor {
                 read_objects: false,
             })
@@ -315,37 +316,7 @@ impl<'de> DeserializeSeed<'de> for ObjectSeed {
             None => Ok(Option::<&'de RawValue>::deserialize(deserializer)?
                 .filter(|raw| raw.get() != "null")
                 .map_or(Slot::Absent, Slot::Raw)),
-            Some(resource) => deserializer.deserialize_any(ObjectVisitor(resource)),
+            Some(resource) => SlotSeed(resource).deserialize(deserializer),
         }
-    }
-}
-
-/// An object read as the view of its resource: a JSON object or `null` (absent). serde would
-/// also read an array as a struct, field by field; here, as when the object is read later, it
-/// is not an object of any kind.
-struct ObjectVisitor(HealthResource);
-
-impl<'de> Visitor<'de> for ObjectVisitor {
-    type Value = Slot<'de>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(EXPECTED_OBJECT)
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<Slot<'de>, E> {
-        Ok(Slot::Absent)
-    }
-
-    fn visit_none<E: de::Error>(self) -> Result<Slot<'de>, E> {
-        Ok(Slot::Absent)
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Slot<'de>, A::Error> {
-        let map = de::value::MapAccessDeserializer::new(map);
-        Ok(match self.0 {
-            HealthResource::Pods => Slot::Pod(PodView::deserialize(map)?),
-            HealthResource::PersistentVolumeClaims => Slot::Claim(ClaimView::deserialize(map)?),
-            HealthResource::CsiNodes => Slot::CsiNode(CsiNodeView::deserialize(map)?),
-        })
     }
 }

@@ -1,5 +1,7 @@
 //! The one place where decisions become the Kubernetes `Status` an apiserver returns.
 
+use std::collections::HashSet;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Status, StatusCause, StatusDetails};
 
 use crate::field::{FieldError, GoQuoted};
@@ -9,15 +11,31 @@ use crate::resource::HealthResource;
 /// `<Kind> "<name>" is invalid: <err>` for one error, `[<e1>, <e2>]` for several, each distinct
 /// string once.
 pub fn invalid_message(resource: HealthResource, name: &str, errors: &[FieldError]) -> String {
-    let mut rendered: Vec<String> = Vec::with_capacity(errors.len());
-    for error in errors {
-        let s = error.to_string();
-        if !rendered.contains(&s) {
-            rendered.push(s);
-        }
+    invalid_message_omitting(resource, name, errors, 0)
+}
+
+/// [`invalid_message`] for the first errors of a longer list: `omitted` more are counted at the
+/// end of the list, `[<e1>, ..., and 12 more errors]`.
+fn invalid_message_omitting(
+    resource: HealthResource,
+    name: &str,
+    errors: &[FieldError],
+    omitted: usize,
+) -> String {
+    let rendered: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    // Each distinct string once, in first-seen order: a hashed set keeps this linear.
+    let mut seen = HashSet::with_capacity(rendered.len());
+    let mut distinct: Vec<&str> = rendered
+        .iter()
+        .map(String::as_str)
+        .filter(|s| seen.insert(*s))
+        .collect();
+    let more = format!("and {omitted} more errors");
+    if omitted > 0 {
+        distinct.push(&more);
     }
-    let aggregate = match rendered.as_slice() {
-        [one] => one.clone(),
+    let aggregate = match distinct.as_slice() {
+        [one] => (*one).to_owned(),
         many => format!("[{}]", many.join(", ")),
     };
     format!(
@@ -30,6 +48,16 @@ pub fn invalid_message(resource: HealthResource, name: &str, errors: &[FieldErro
 /// The `Status` of a 422 Unprocessable Entity for `errors` in object `name`: reason `Invalid`,
 /// one cause per error.
 pub fn invalid_status(resource: HealthResource, name: &str, errors: &[FieldError]) -> Status {
+    invalid_status_omitting(resource, name, errors, 0)
+}
+
+/// [`invalid_status`] for the first errors of a longer list, `omitted` more said in the message.
+pub(crate) fn invalid_status_omitting(
+    resource: HealthResource,
+    name: &str,
+    errors: &[FieldError],
+    omitted: usize,
+) -> Status {
     let causes = errors
         .iter()
         .map(|e| StatusCause {
@@ -41,7 +69,7 @@ pub fn invalid_status(resource: HealthResource, name: &str, errors: &[FieldError
     failure(
         422,
         "Invalid",
-        invalid_message(resource, name, errors),
+        invalid_message_omitting(resource, name, errors, omitted),
         Some(StatusDetails {
             name: Some(name.to_owned()),
             group: non_empty(resource.group()),

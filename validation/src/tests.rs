@@ -13,7 +13,7 @@ fn raw(v: &Value) -> Box<serde_json::value::RawValue> {
 fn errors_of(resource: HealthResource, new: &Value, old: Option<&Value>) -> Vec<String> {
     let user = UserInfo {
         username: "system:admin".into(),
-        groups: Some(vec!["system:masters".into()]),
+        groups: Groups::of(&["system:masters"]),
     };
     let (new_raw, old_raw) = (raw(new), old.map(raw));
     let input = AdmissionInput {
@@ -658,7 +658,7 @@ mod admission_decisions {
     fn node1() -> UserInfo<'static> {
         UserInfo {
             username: "system:node:node1".into(),
-            groups: Some(vec!["system:nodes".into(), "system:authenticated".into()]),
+            groups: Groups::of(&["system:nodes", "system:authenticated"]),
         }
     }
 
@@ -782,7 +782,7 @@ mod admission_decisions {
         let bad = raw(&pod(json!([{"name": ""}])));
         let admin = UserInfo {
             username: "system:admin".into(),
-            groups: None,
+            groups: Groups::default(),
         };
         let i = input(POD, "", Operation::Delete, "foo", &admin, None, Some(&bad));
         assert_eq!(

@@ -236,7 +236,7 @@ fn one_pass_reading_fails_where_an_object_is_not_its_kind() {
     ] {
         assert_eq!(
             format!("{err}: {}", std::error::Error::source(&err).unwrap()),
-            "failed to decode object as Pod: invalid type: sequence, expected a JSON object"
+            "failed to decode object as Pod: invalid type: sequence, expected a JSON object at line 1 column 1"
         );
     }
     let duplicate = serde_json::from_str::<RawObjects<'_>>(r#"{"uid":"a","uid":"b"}"#)

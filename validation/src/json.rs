@@ -1,0 +1,377 @@
+//! JSON reading in which an object is an object.
+//!
+//! serde's derived structs also accept a JSON array and read it field by field, so
+//! `"spec": ["node1"]` would read as `spec.nodeName: node1` and a review that is an array would
+//! be answered. Kubernetes decodes JSON with encoding/json, which never does that. Every review
+//! and object in this project is read through [`from_str`] or [`strict`]: a deserializer that
+//! wraps serde_json's and asks for a map wherever a struct is wanted, at every depth, so a
+//! non-object where an object is required is refused with serde's usual `invalid type` error.
+
+use std::fmt;
+
+use serde::de::{
+    self, DeserializeSeed, Deserializer, EnumAccess, MapAccess, SeqAccess, VariantAccess, Visitor,
+};
+
+/// Reads `T` from `text`, refusing a non-object wherever `T` (at any depth) wants a struct.
+pub fn from_str<'a, T: de::Deserialize<'a>>(text: &'a str) -> Result<T, serde_json::Error> {
+    from_str_seed(text, std::marker::PhantomData::<T>)
+}
+
+/// Reads `text` with `seed`, as [`from_str`] reads a type.
+pub fn from_str_seed<'a, S: DeserializeSeed<'a>>(
+    text: &'a str,
+    seed: S,
+) -> Result<S::Value, serde_json::Error> {
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let value = seed.deserialize(strict(&mut deserializer))?;
+    deserializer.end()?;
+    Ok(value)
+}
+
+/// serde_json's message of `error` without its position, for an error found in a part of a
+/// document read on its own: the enclosing reader adds its own position.
+pub(crate) fn message_without_position(error: &serde_json::Error) -> String {
+    let text = error.to_string();
+    let suffix = format!(" at line {} column {}", error.line(), error.column());
+    match text.strip_suffix(&suffix) {
+        Some(message) if error.line() != 0 => message.to_owned(),
+        _ => text,
+    }
+}
+
+/// `inner`, with structs read only from maps.
+pub fn strict<'de, D: Deserializer<'de>>(inner: D) -> Strict<D> {
+    Strict(inner)
+}
+
+/// A deserializer whose structs are maps only; see the module documentation.
+#[derive(Debug)]
+pub struct Strict<D>(D);
+
+/// Everything a visitor is given is wrapped again, so the rule holds all the way down.
+struct Wrap<V>(V);
+
+macro_rules! forward {
+    ($($method:ident),* $(,)?) => {
+        $(
+            fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
+                self.0.$method(Wrap(visitor))
+            }
+        )*
+    };
+}
+
+impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
+    type Error = D::Error;
+
+    forward!(
+        deserialize_any,
+        deserialize_bool,
+        deserialize_i8,
+        deserialize_i16,
+        deserialize_i32,
+        deserialize_i64,
+        deserialize_i128,
+        deserialize_u8,
+        deserialize_u16,
+        deserialize_u32,
+        deserialize_u64,
+        deserialize_u128,
+        deserialize_f32,
+        deserialize_f64,
+        deserialize_char,
+        deserialize_str,
+        deserialize_string,
+        deserialize_bytes,
+        deserialize_byte_buf,
+        deserialize_option,
+        deserialize_unit,
+        deserialize_seq,
+        deserialize_map,
+        deserialize_identifier,
+        deserialize_ignored_any,
+    );
+
+    fn deserialize_unit_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        self.0.deserialize_unit_struct(name, Wrap(visitor))
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        // serde_json's RawValue is read through here, by name.
+        self.0.deserialize_newtype_struct(name, Wrap(visitor))
+    }
+
+    fn deserialize_tuple<V: Visitor<'de>>(
+        self,
+        len: usize,
+        visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        self.0.deserialize_tuple(len, Wrap(visitor))
+    }
+
+    fn deserialize_tuple_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        len: usize,
+        visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        self.0.deserialize_tuple_struct(name, len, Wrap(visitor))
+    }
+
+    /// The point of it all: a struct is read from a map, never from a sequence.
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        self.0.deserialize_map(Wrap(visitor))
+    }
+
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        variants: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        self.0.deserialize_enum(name, variants, Wrap(visitor))
+    }
+
+    fn is_human_readable(&self) -> bool {
+        self.0.is_human_readable()
+    }
+}
+
+macro_rules! forward_visit {
+    ($($method:ident: $ty:ty),* $(,)?) => {
+        $(
+            fn $method<E: de::Error>(self, v: $ty) -> Result<V::Value, E> {
+                self.0.$method(v)
+            }
+        )*
+    };
+}
+
+impl<'de, V: Visitor<'de>> Visitor<'de> for Wrap<V> {
+    type Value = V::Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.expecting(f)
+    }
+
+    forward_visit!(
+        visit_bool: bool,
+        visit_i8: i8,
+        visit_i16: i16,
+        visit_i32: i32,
+        visit_i64: i64,
+        visit_i128: i128,
+        visit_u8: u8,
+        visit_u16: u16,
+        visit_u32: u32,
+        visit_u64: u64,
+        visit_u128: u128,
+        visit_f32: f32,
+        visit_f64: f64,
+        visit_char: char,
+        visit_str: &str,
+        visit_borrowed_str: &'de str,
+        visit_string: String,
+        visit_bytes: &[u8],
+        visit_borrowed_bytes: &'de [u8],
+        visit_byte_buf: Vec<u8>,
+    );
+
+    fn visit_none<E: de::Error>(self) -> Result<V::Value, E> {
+        self.0.visit_none()
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<V::Value, E> {
+        self.0.visit_unit()
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<V::Value, D::Error> {
+        self.0.visit_some(Strict(deserializer))
+    }
+
+    fn visit_newtype_struct<D: Deserializer<'de>>(
+        self,
+        deserializer: D,
+    ) -> Result<V::Value, D::Error> {
+        self.0.visit_newtype_struct(Strict(deserializer))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<V::Value, A::Error> {
+        self.0.visit_seq(Wrap(seq))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<V::Value, A::Error> {
+        self.0.visit_map(Wrap(map))
+    }
+
+    fn visit_enum<A: EnumAccess<'de>>(self, data: A) -> Result<V::Value, A::Error> {
+        self.0.visit_enum(Wrap(data))
+    }
+}
+
+impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for Wrap<S> {
+    type Value = S::Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<S::Value, D::Error> {
+        self.0.deserialize(Strict(deserializer))
+    }
+}
+
+impl<'de, A: SeqAccess<'de>> SeqAccess<'de> for Wrap<A> {
+    type Error = A::Error;
+
+    fn next_element_seed<T: DeserializeSeed<'de>>(
+        &mut self,
+        seed: T,
+    ) -> Result<Option<T::Value>, A::Error> {
+        self.0.next_element_seed(Wrap(seed))
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        self.0.size_hint()
+    }
+}
+
+impl<'de, A: MapAccess<'de>> MapAccess<'de> for Wrap<A> {
+    type Error = A::Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, A::Error> {
+        self.0.next_key_seed(Wrap(seed))
+    }
+
+    fn next_value_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<T::Value, A::Error> {
+        self.0.next_value_seed(Wrap(seed))
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        self.0.size_hint()
+    }
+}
+
+impl<'de, A: EnumAccess<'de>> EnumAccess<'de> for Wrap<A> {
+    type Error = A::Error;
+    type Variant = Wrap<A::Variant>;
+
+    fn variant_seed<T: DeserializeSeed<'de>>(
+        self,
+        seed: T,
+    ) -> Result<(T::Value, Self::Variant), A::Error> {
+        let (value, variant) = self.0.variant_seed(Wrap(seed))?;
+        Ok((value, Wrap(variant)))
+    }
+}
+
+impl<'de, A: VariantAccess<'de>> VariantAccess<'de> for Wrap<A> {
+    type Error = A::Error;
+
+    fn unit_variant(self) -> Result<(), A::Error> {
+        self.0.unit_variant()
+    }
+
+    fn newtype_variant_seed<T: DeserializeSeed<'de>>(self, seed: T) -> Result<T::Value, A::Error> {
+        self.0.newtype_variant_seed(Wrap(seed))
+    }
+
+    fn tuple_variant<V: Visitor<'de>>(self, len: usize, visitor: V) -> Result<V::Value, A::Error> {
+        self.0.tuple_variant(len, Wrap(visitor))
+    }
+
+    fn struct_variant<V: Visitor<'de>>(
+        self,
+        _fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, A::Error> {
+        // As for structs: a map, not a sequence.
+        self.0.newtype_variant_seed(MapOf(visitor))
+    }
+}
+
+/// Reads a map with `V`: a struct variant's fields.
+struct MapOf<V>(V);
+
+impl<'de, V: Visitor<'de>> DeserializeSeed<'de> for MapOf<V> {
+    type Value = V::Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<V::Value, D::Error> {
+        deserializer.deserialize_map(Wrap(self.0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+
+    use serde::Deserialize;
+    use serde_json::value::RawValue;
+
+    use super::from_str;
+
+    #[derive(Debug, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Outer<'a> {
+        #[serde(borrow, default)]
+        spec: Option<Inner<'a>>,
+        #[serde(default)]
+        list: Vec<Inner<'a>>,
+        #[serde(borrow, default)]
+        raw: Option<&'a RawValue>,
+    }
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    #[serde(rename_all = "camelCase")]
+    struct Inner<'a> {
+        #[serde(borrow, default)]
+        node_name: Option<Cow<'a, str>>,
+    }
+
+    #[test]
+    fn objects_read_as_usual() {
+        let outer: Outer<'_> = from_str(
+            r#"{"spec":{"nodeName":"n1"},"list":[{"nodeName":"a"},{}],"raw":[1,{"x":2}]}"#,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            outer.spec.and_then(|s| s.node_name).as_deref(),
+            Some("n1")
+        );
+        assert_eq!(outer.list.len(), 2);
+        assert_eq!(outer.raw.map(RawValue::get), Some(r#"[1,{"x":2}]"#));
+    }
+
+    #[test]
+    fn arrays_are_not_structs_at_any_depth() {
+        // serde_json alone reads each of these field by field.
+        let cases = [
+            (r#"[null]"#, "invalid type: sequence, expected struct Outer"),
+            (r#"{"spec":["n1"]}"#, "invalid type: sequence, expected struct Inner"),
+            (r#"{"list":[["n1"]]}"#, "invalid type: sequence, expected struct Inner"),
+        ];
+        for (json, want) in cases {
+            assert!(serde_json::from_str::<Outer<'_>>(json).is_ok(), "{json}");
+            let err = from_str::<Outer<'_>>(json).map(|_| ()).unwrap_err();
+            assert!(err.to_string().starts_with(want), "{json}: {err}");
+        }
+    }
+
+    #[test]
+    fn trailing_text_is_refused() {
+        assert!(from_str::<Outer<'_>>("{} {}").is_err());
+    }
+}

@@ -1,0 +1,284 @@
+//! Views: the members of an object that the rules read, borrowed from the review's text.
+//!
+//! A pod status review carries two whole Pods; only names, `spec.nodeName`, the volume and
+//! driver names and the health fields are read, and everything else is checked to be JSON and
+//! skipped. Lists are [`RawList`]s, so no list costs memory per item however long it is.
+//! `Option` everywhere: the apiserver omits empty fields, and `null` reads as absent.
+//!
+//! The health entries and `healthStatus` are read as k8s-openapi reads them (a member given twice:
+//! the last one counts; `null`: absent), so that answers do not depend on which reader ran.
+
+mod list;
+
+use std::fmt;
+use std::hash::{Hash, Hasher};
+
+use k8s_openapi::api::core::v1::VolumeHealthCondition;
+use k8s_openapi::api::storage::v1::StorageHealthCondition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use serde::Deserialize;
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
+
+pub(crate) use list::{Fingerprinted, RawList, Text, Walk, fingerprint, hash128, typed_list_text};
+
+#[derive(Deserialize, Default)]
+pub(crate) struct MetaView<'a> {
+    #[serde(borrow, default)]
+    pub(crate) name: Option<Text<'a>>,
+}
+
+/// An item of `spec.volumes` or `spec.drivers`.
+#[derive(Deserialize)]
+pub(crate) struct NameView<'a> {
+    #[serde(borrow, default)]
+    pub(crate) name: Option<Text<'a>>,
+}
+
+impl Fingerprinted for NameView<'_> {
+    fn feed<H: Hasher>(&self, state: &mut H) {
+        self.name.hash(state);
+    }
+}
+
+#[derive(Deserialize)]
+pub(crate) struct PodView<'a> {
+    #[serde(borrow, default)]
+    pub(crate) metadata: MetaView<'a>,
+    #[serde(borrow, default)]
+    pub(crate) spec: Option<PodSpecView<'a>>,
+    #[serde(borrow, default)]
+    pub(crate) status: Option<PodStatusView<'a>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct PodSpecView<'a> {
+    #[serde(borrow, default)]
+    pub(crate) node_name: Option<Text<'a>>,
+    #[serde(borrow, default)]
+    pub(crate) volumes: Option<RawList<'a, NameView<'a>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct PodStatusView<'a> {
+    #[serde(borrow, default)]
+    pub(crate) volume_health: Option<RawList<'a, PodVolumeHealthView<'a>>>,
+}
+
+impl<'a> PodView<'a> {
+    pub(crate) fn volume_health(&self) -> Option<&RawList<'a, PodVolumeHealthView<'a>>> {
+        self.status.as_ref()?.volume_health.as_ref()
+    }
+
+    pub(crate) fn volumes(&self) -> Option<&RawList<'a, NameView<'a>>> {
+        self.spec.as_ref()?.volumes.as_ref()
+    }
+}
+
+#[derive(Deserialize)]
+pub(crate) struct ClaimView<'a> {
+    #[serde(borrow, default)]
+    pub(crate) metadata: MetaView<'a>,
+    #[serde(borrow, default)]
+    pub(crate) status: Option<ClaimStatusView<'a>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ClaimStatusView<'a> {
+    #[serde(borrow, default)]
+    pub(crate) health_status: Option<HealthStatusView<'a>>,
+}
+
+impl<'a> ClaimView<'a> {
+    pub(crate) fn health_status(&self) -> Option<&HealthStatusView<'a>> {
+        self.status.as_ref()?.health_status.as_ref()
+    }
+}
+
+#[derive(Deserialize)]
+pub(crate) struct CsiNodeView<'a> {
+    #[serde(borrow, default)]
+    pub(crate) metadata: MetaView<'a>,
+    #[serde(borrow, default)]
+    pub(crate) spec: Option<CsiNodeSpecView<'a>>,
+    #[serde(borrow, default)]
+    pub(crate) status: Option<CsiNodeStatusView<'a>>,
+}
+
+#[derive(Deserialize)]
+pub(crate) struct CsiNodeSpecView<'a> {
+    #[serde(borrow, default)]
+    pub(crate) drivers: Option<RawList<'a, NameView<'a>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct CsiNodeStatusView<'a> {
+    #[serde(borrow, default)]
+    pub(crate) storage_health: Option<RawList<'a, StorageHealthView<'a>>>,
+}
+
+impl<'a> CsiNodeView<'a> {
+    pub(crate) fn storage_health(&self) -> Option<&RawList<'a, StorageHealthView<'a>>> {
+        self.status.as_ref()?.storage_health.as_ref()
+    }
+
+    pub(crate) fn drivers(&self) -> Option<&RawList<'a, NameView<'a>>> {
+        self.spec.as_ref()?.drivers.as_ref()
+    }
+}
+
+/// Structs read member by member as k8s-openapi's generated code reads them: unknown members
+/// skipped, a repeated member overwriting the earlier one, `null` as absent.
+macro_rules! last_member_wins {
+    (
+        $(#[$meta:meta])* $name:ident as $kind:literal {
+            required: [$($req:ident: $req_ty:ty = $req_key:literal),* $(,)?],
+            optional: [$($field:ident: $ty:ty = $key:literal),* $(,)?] $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Clone, Debug, Default, PartialEq)]
+        pub(crate) struct $name<'a> {
+            // A required string absent or null reads as "", as k8s-openapi's `unwrap_or_default`.
+            $(pub(crate) $req: $req_ty,)*
+            $(pub(crate) $field: Option<$ty>,)*
+        }
+
+        impl<'de: 'a, 'a> Deserialize<'de> for $name<'a> {
+            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                struct Members<'a>(std::marker::PhantomData<&'a ()>);
+
+                impl<'de: 'a, 'a> Visitor<'de> for Members<'a> {
+                    type Value = $name<'a>;
+
+                    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                        f.write_str($kind)
+                    }
+
+                    fn visit_map<A: MapAccess<'de>>(
+                        self,
+                        mut map: A,
+                    ) -> Result<$name<'a>, A::Error> {
+                        let mut value = $name::default();
+                        while let Some(key) = map.next_key::<Text<'de>>()? {
+                            match &*key {
+                                $($req_key => {
+                                    value.$req = map.next_value::<Option<$req_ty>>()?.unwrap_or_default();
+                                })*
+                                $($key => value.$field = map.next_value()?,)*
+                                _ => {
+                                    map.next_value::<IgnoredAny>()?;
+                                }
+                            }
+                        }
+                        Ok(value)
+                    }
+                }
+
+                deserializer.deserialize_struct(
+                    $kind,
+                    &[$($req_key,)* $($key),*],
+                    Members(std::marker::PhantomData),
+                )
+            }
+        }
+    };
+}
+
+last_member_wins! {
+    /// `PersistentVolumeClaim.status.healthStatus`.
+    HealthStatusView as "VolumeHealthStatus" {
+        required: [],
+        optional: [
+            health_conditions: RawList<'a, VolumeHealthCondition> = "healthConditions",
+            last_transition_time: Time = "lastTransitionTime",
+        ],
+    }
+}
+
+last_member_wins! {
+    /// An item of `Pod.status.volumeHealth`.
+    PodVolumeHealthView as "PodVolumeHealth" {
+        required: [name: Text<'a> = "name"],
+        optional: [
+            health_conditions: RawList<'a, VolumeHealthCondition> = "healthConditions",
+            last_transition_time: Time = "lastTransitionTime",
+        ],
+    }
+}
+
+last_member_wins! {
+    /// An item of `CSINode.status.storageHealth`.
+    StorageHealthView as "StorageHealth" {
+        required: [name: Text<'a> = "name"],
+        optional: [health_conditions: RawList<'a, StorageHealthCondition> = "healthConditions"],
+    }
+}
+
+fn feed_time<H: Hasher>(time: Option<&Time>, state: &mut H) {
+    time.map(|t| t.0).hash(state);
+}
+
+impl Fingerprinted for PodVolumeHealthView<'_> {
+    fn feed<H: Hasher>(&self, state: &mut H) {
+        self.name.hash(state);
+        self.health_conditions.hash(state);
+        feed_time(self.last_transition_time.as_ref(), state);
+    }
+}
+
+impl Fingerprinted for StorageHealthView<'_> {
+    fn feed<H: Hasher>(&self, state: &mut H) {
+        self.name.hash(state);
+        self.health_conditions.hash(state);
+    }
+}
+
+impl Fingerprinted for VolumeHealthCondition {
+    fn feed<H: Hasher>(&self, state: &mut H) {
+        self.status.hash(state);
+        self.reason.hash(state);
+        self.message.hash(state);
+    }
+}
+
+impl Fingerprinted for StorageHealthCondition {
+    fn feed<H: Hasher>(&self, state: &mut H) {
+        self.status.hash(state);
+        self.reason.hash(state);
+        self.message.hash(state);
+        self.access_mode.hash(state);
+        self.volume_mode.hash(state);
+        feed_time(self.last_transition_time.as_ref(), state);
+    }
+}
+
+/// What an object of a review must be when read as a view.
+pub(crate) const EXPECTED_OBJECT: &str = "a JSON object";
+
+/// Reads an object as a view: a JSON object or `null` (absent). serde would also read an array
+/// as a struct, field by field; here it is not an object of any kind.
+pub(crate) struct ObjectVisitor<V>(pub(crate) std::marker::PhantomData<V>);
+
+impl<'de, V: Deserialize<'de>> Visitor<'de> for ObjectVisitor<V> {
+    type Value = Option<V>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(EXPECTED_OBJECT)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Option<V>, E> {
+        Ok(None)
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<Option<V>, E> {
+        Ok(None)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Option<V>, A::Error> {
+        V::deserialize(de::value::MapAccessDeserializer::new(map)).map(Some)
+    }
+}
