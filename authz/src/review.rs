@@ -3,6 +3,7 @@
 use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
+use volume_health_validation::Groups;
 
 use crate::decision::{AuthzPolicy, Decision, ResourceAttributes, decide};
 
@@ -81,11 +82,11 @@ struct Spec<'a> {
     #[serde(borrow, default)]
     user: Option<Cow<'a, str>>,
     /// v1's name for the groups.
-    #[serde(borrow, default)]
-    groups: Option<Vec<Cow<'a, str>>>,
+    #[serde(default)]
+    groups: Groups,
     /// v1beta1's name for the groups.
-    #[serde(borrow, default)]
-    group: Option<Vec<Cow<'a, str>>>,
+    #[serde(default)]
+    group: Groups,
     #[serde(borrow, default)]
     resource_attributes: Option<Attributes<'a>>,
     #[serde(default)]
@@ -127,7 +128,9 @@ struct Status<'a> {
 pub fn review<'a>(body: &'a [u8], policy: &AuthzPolicy) -> Result<Answer<'a>, ReviewError> {
     // Checked once here, the text is not checked again string by string as serde reads it.
     let body = std::str::from_utf8(body).map_err(ReviewError::Utf8)?;
-    let sar: SubjectAccessReview<'_> = serde_json::from_str(body).map_err(ReviewError::Decode)?;
+    // A body or member that is a JSON array where an object belongs is not a review.
+    let sar: SubjectAccessReview<'_> =
+        volume_health_validation::json::from_str(body).map_err(ReviewError::Decode)?;
     let api_version = match &*sar.api_version {
         V1 => V1,
         V1BETA1 => V1BETA1,
@@ -141,11 +144,10 @@ pub fn review<'a>(body: &'a [u8], policy: &AuthzPolicy) -> Result<Answer<'a>, Re
         return Err(ReviewError::Attributes);
     }
     let groups = if api_version == V1 {
-        &spec.groups
+        spec.groups
     } else {
-        &spec.group
+        spec.group
     };
-    let groups = groups.as_deref().unwrap_or_default();
     let user = spec.user.as_deref().unwrap_or_default();
     let attrs = spec
         .resource_attributes
@@ -157,7 +159,7 @@ pub fn review<'a>(body: &'a [u8], policy: &AuthzPolicy) -> Result<Answer<'a>, Re
             subresource: a.subresource.as_deref().unwrap_or_default(),
             name: a.name.as_deref().unwrap_or_default(),
         });
-    let decision = decide(user, groups, attrs.as_ref(), policy);
+    let decision = decide(user, groups.names(), attrs.as_ref(), policy);
     let response = Response {
         api_version,
         kind: "SubjectAccessReview",

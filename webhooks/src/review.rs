@@ -10,7 +10,7 @@ use std::borrow::Cow;
 use base64::Engine;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use serde::{Deserialize, Serialize};
-use volume_health_validation::{AdmissionRequest, RawObjects};
+use volume_health_validation::{AdmissionRequest, RawObjects, json};
 
 const API_VERSION: &str = "admission.k8s.io/v1";
 const KIND: &str = "AdmissionReview";
@@ -72,7 +72,7 @@ pub fn parse(body: &[u8], objects: Objects) -> Result<AdmissionRequest<'_>, BadR
     let body = std::str::from_utf8(body).map_err(BadReview::Utf8)?;
     let review = match objects {
         Objects::Read => {
-            match serde_json::from_str::<AdmissionReview<'_, AdmissionRequest<'_>>>(body) {
+            match json::from_str::<AdmissionReview<'_, AdmissionRequest<'_>>>(body) {
                 Ok(review) => review,
                 // An object that does not decode as its kind fails the one-pass read as a whole.
                 // Reading again with the objects kept raw gives the review, and the object's error
@@ -97,7 +97,7 @@ pub fn parse(body: &[u8], objects: Objects) -> Result<AdmissionRequest<'_>, BadR
 
 fn read_raw(body: &str) -> Result<AdmissionReview<'_, AdmissionRequest<'_>>, BadReview> {
     let review: AdmissionReview<'_, RawObjects<'_>> =
-        serde_json::from_str(body).map_err(BadReview::Decode)?;
+        json::from_str(body).map_err(BadReview::Decode)?;
     Ok(AdmissionReview {
         api_version: review.api_version,
         kind: review.kind,
