@@ -35,6 +35,7 @@ fn server() -> Router {
         authz_deny_on_mismatch: false,
         pvc_health_writers: None,
         max_request_bytes: MAX_REQUEST_BYTES,
+        max_in_flight_bytes: 64 * MAX_REQUEST_BYTES,
         request_timeout: Duration::from_secs(10),
     };
     router(&settings, Metrics::new())

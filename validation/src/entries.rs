@@ -4,8 +4,7 @@
 //! Such a list has no length limit, so every step here is linear in it: names are found in hash
 //! tables, never by scanning the list again, and entries are decoded one at a time.
 
-use std::collections::HashMap;
-use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet};
 
 use k8s_openapi::api::core::v1::VolumeHealthCondition;
 use k8s_openapi::api::storage::v1::StorageHealthCondition;
@@ -61,19 +60,11 @@ impl<'a> HealthEntry<'a> for StorageHealthView<'a> {
     }
 }
 
-/// What the walk over the new list needs of a name: whether the list had it already, and the
-/// first old entry of that name.
-#[derive(Default)]
-struct NameState {
-    seen: bool,
-    old: Option<usize>,
-}
-
 /// An old entry, kept as what ratcheting compares: the whole entry by fingerprint, and its
 /// conditions for the per-condition comparison.
-struct OldEntry<'l, 'a, C> {
+struct OldEntry<'a, C> {
     fingerprint: u128,
-    conditions: Option<&'l RawList<'a, C>>,
+    conditions: Option<RawList<'a, C>>,
 }
 
 /// Validates a list of named entries at `path`.
@@ -89,35 +80,32 @@ pub(crate) fn check_entries<'a, E: HealthEntry<'a>>(
     errors: &mut Errors,
 ) {
     let unchanged = old == Some(new);
-    // Names are keyed by their 128-bit keyed hash: the tables then cost the same for any name.
-    let mut names: HashMap<u128, NameState> = HashMap::new();
-    let mut old_entries = Vec::new();
-    // The old entries' conditions, decoded again only where a new entry has the same name.
-    let mut old_conditions_lists = Vec::new();
+    // Names are keyed by their 128-bit keyed hash: a set then costs the same for any name. Sized
+    // once: a growing table would hold its old and new buckets at once.
+    let mut names: HashSet<u128> = HashSet::new();
+    // The first old entry of each name the new list has.
+    let mut old_by_name: HashMap<u128, OldEntry<'a, E::Condition>> = HashMap::new();
+    if !unchanged {
+        names.reserve(new.len());
+    }
     if let (false, Some(old)) = (unchanged, old) {
         new.walk(|_, entry| {
-            names.entry(hash128(entry.name())).or_default();
+            names.insert(hash128(entry.name()));
             Walk::Next
         });
         old.walk(|_, entry| {
-            match names.get_mut(&hash128(entry.name())) {
-                Some(state) if state.old.is_none() => {
-                    state.old = Some(old_entries.len());
-                    old_entries.push(fingerprint(&entry));
-                    old_conditions_lists.push(entry.conditions().copied());
-                }
-                _ => {}
+            let name = hash128(entry.name());
+            if names.contains(&name) {
+                old_by_name.entry(name).or_insert_with(|| OldEntry {
+                    fingerprint: fingerprint(&entry),
+                    conditions: entry.conditions().copied(),
+                });
             }
             Walk::Next
         });
+        // From here on: the names met so far.
+        names.clear();
     }
-    let old_entry = |index: Option<usize>| {
-        let index = index?;
-        Some(OldEntry {
-            fingerprint: *old_entries.get(index)?,
-            conditions: old_conditions_lists.get(index)?.as_ref(),
-        })
-    };
     new.walk(|i, entry| {
         let item = path.index(i);
         let name_path = item.child("name");
@@ -128,19 +116,8 @@ pub(crate) fn check_entries<'a, E: HealthEntry<'a>>(
         let (first_time, old) = if unchanged {
             (true, None)
         } else {
-            match names.entry(hash128(name)) {
-                Entry::Occupied(mut state) => (
-                    !std::mem::replace(&mut state.get_mut().seen, true),
-                    old_entry(state.get().old),
-                ),
-                Entry::Vacant(state) => {
-                    state.insert(NameState {
-                        seen: true,
-                        old: None,
-                    });
-                    (true, None)
-                }
-            }
+            let name = hash128(name);
+            (names.insert(name), old_by_name.get(&name))
         };
         let entry_unchanged =
             unchanged || old.as_ref().is_some_and(|o| o.fingerprint == fingerprint(&entry));
@@ -165,7 +142,7 @@ pub(crate) fn check_entries<'a, E: HealthEntry<'a>>(
         let old_conditions = if entry_unchanged {
             Some(conditions)
         } else {
-            old.map(|o| o.conditions)
+            old.map(|o| o.conditions.as_ref())
         };
         check_conditions(
             &item.child("healthConditions"),

@@ -81,6 +81,12 @@ pub struct ServeArgs {
     /// Largest request body; an UPDATE review carries two objects.
     #[arg(long, env = "VOLUME_HEALTH_MAX_REQUEST_BYTES", default_value_t = 7 * 1024 * 1024)]
     pub max_request_bytes: usize,
+    /// Most bytes of request bodies held at once (each body from its first byte to its answer);
+    /// a request that would go over waits, its bytes left in its socket. With the memory a
+    /// review takes to decide (at most about 5 times its size), this bounds the server's
+    /// memory: see the README.
+    #[arg(long, env = "VOLUME_HEALTH_MAX_IN_FLIGHT_BYTES", default_value_t = 32 * 1024 * 1024)]
+    pub max_in_flight_bytes: usize,
     /// Log line format.
     #[arg(long, env = "VOLUME_HEALTH_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -132,6 +138,7 @@ impl ServeArgs {
                 authz_deny_on_mismatch: self.authz_deny_on_mismatch,
                 pvc_health_writers: (!writers.is_empty()).then_some(writers),
                 max_request_bytes: self.max_request_bytes,
+                max_in_flight_bytes: self.max_in_flight_bytes,
                 request_timeout: self.request_timeout,
             },
             header_read_timeout: self.header_read_timeout,

@@ -9,12 +9,14 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::{Body, Bytes, HttpBody};
+use bytes::BytesMut;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use json_patch::{Patch, PatchOperation, RemoveOperation, jsonptr::PointerBuf};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::Level;
 use volume_health_authz::{AuthzPolicy, Decision, RequestAttributes};
 use volume_health_validation::{
@@ -37,6 +39,9 @@ pub struct Settings {
     pub pvc_health_writers: Option<HashSet<String>>,
     /// Largest request body accepted; larger gets 413.
     pub max_request_bytes: usize,
+    /// Most bytes of request bodies held at once, from the first byte read to the answer; a body
+    /// that would go over waits (its bytes stay in the client's socket).
+    pub max_in_flight_bytes: usize,
     /// Longest time to receive a request's body; longer gets 408. The handlers do not wait on
     /// anything else, so this bounds the time from a request's headers to its answer.
     pub request_timeout: Duration,
@@ -51,11 +56,14 @@ pub struct WebhookState {
     metrics: Metrics,
     max_request_bytes: usize,
     request_timeout: Duration,
+    in_flight: Arc<Semaphore>,
+    in_flight_kib: u32,
 }
 
 impl WebhookState {
     /// State for `settings`, reporting into `metrics`.
     pub fn new(settings: &Settings, metrics: Metrics) -> Self {
+        let in_flight_kib = kib(settings.max_in_flight_bytes);
         WebhookState {
             restriction: Arc::new(RestrictionPolicy {
                 gate_enabled: settings.gates.csi_volume_health,
@@ -69,6 +77,8 @@ impl WebhookState {
             metrics,
             max_request_bytes: settings.max_request_bytes,
             request_timeout: settings.request_timeout,
+            in_flight: Arc::new(Semaphore::new(in_flight_kib as usize)),
+            in_flight_kib,
         }
     }
 }
@@ -92,26 +102,77 @@ enum BodyError {
     TooLarge,
     /// Not complete within `--request-timeout`.
     TimedOut,
+    /// No room under `--max-in-flight-bytes` within `--request-timeout`.
+    Busy,
     /// The connection failed while it was read.
     Read(Box<dyn std::error::Error + Send + Sync>),
+}
+
+/// A request body, with its share of `--max-in-flight-bytes` held until the answer is made.
+struct Body_ {
+    bytes: Bytes,
+    _held: OwnedSemaphorePermit,
+}
+
+/// Bodies larger than this are decided on the blocking pool, so that a large review never holds
+/// up the async workers that serve small reviews and health checks.
+const BLOCKING_BODY_BYTES: usize = 256 * 1024;
+
+fn kib(bytes: usize) -> u32 {
+    u32::try_from(bytes.div_ceil(1024)).unwrap_or(u32::MAX)
 }
 
 /// Reads a request body of at most `max_request_bytes` within `request_timeout`. The body is the
 /// only part of a request that waits on the client: after it the handlers run to their answer
 /// without waiting on anything. A body announced as too large is refused before it is read.
 ///
+/// Before reading, the body's length (announced, or else the limit) is reserved under
+/// `--max-in-flight-bytes`, so the bytes held at once stay bounded whatever the clients send.
+///
 /// `tokio::time::timeout` polls the read first and arms its timer only when the body is not
 /// complete yet, so a body that arrived with its headers, as a small review does, never touches
 /// the timer wheel.
-async fn read_body(state: &WebhookState, body: Body) -> Result<Bytes, BodyError> {
+async fn read_body(state: &WebhookState, body: Body) -> Result<Body_, BodyError> {
     let limit = state.max_request_bytes;
-    if body.size_hint().lower() > u64::try_from(limit).unwrap_or(u64::MAX) {
+    let hint = body.size_hint();
+    if hint.lower() > u64::try_from(limit).unwrap_or(u64::MAX) {
         return Err(BodyError::TooLarge);
     }
-    match tokio::time::timeout(state.request_timeout, Limited::new(body, limit).collect()).await {
-        Ok(Ok(collected)) => Ok(collected.to_bytes()),
-        Ok(Err(err)) if err.is::<LengthLimitError>() => Err(BodyError::TooLarge),
-        Ok(Err(err)) => Err(BodyError::Read(err)),
+    let announced = hint
+        .exact()
+        .and_then(|n| usize::try_from(n).ok())
+        .unwrap_or(limit);
+    let deadline = tokio::time::Instant::now() + state.request_timeout;
+    let reserve = state
+        .in_flight
+        .clone()
+        .acquire_many_owned(kib(announced).min(state.in_flight_kib));
+    let held = match tokio::time::timeout_at(deadline, reserve).await {
+        Ok(Ok(held)) => held,
+        // The semaphore is never closed; no room in time is the one way to get here.
+        Ok(Err(_)) | Err(_) => return Err(BodyError::Busy),
+    };
+    let read = async {
+        let mut bytes = BytesMut::with_capacity(announced);
+        let mut body = Limited::new(body, limit);
+        while let Some(frame) = body.frame().await {
+            match frame {
+                Ok(frame) => {
+                    if let Ok(data) = frame.into_data() {
+                        bytes.extend_from_slice(&data);
+                    }
+                }
+                Err(err) if err.is::<LengthLimitError>() => return Err(BodyError::TooLarge),
+                Err(err) => return Err(BodyError::Read(err)),
+            }
+        }
+        Ok(bytes.freeze())
+    };
+    match tokio::time::timeout_at(deadline, read).await {
+        Ok(bytes) => Ok(Body_ {
+            bytes: bytes?,
+            _held: held,
+        }),
         Err(_elapsed) => Err(BodyError::TimedOut),
     }
 }
@@ -124,7 +185,7 @@ async fn mutate(State(state): State<WebhookState>, body: Body) -> Response {
     } else {
         Objects::Read
     };
-    admit(&state, "mutate", body, objects, |state, request, target| {
+    admit(state, "mutate", body, objects, |state, request, target| {
         let Some((resource, operation)) = target else {
             return (review::Response::allow(&request.uid), "allowed");
         };
@@ -147,12 +208,13 @@ async fn mutate(State(state): State<WebhookState>, body: Body) -> Response {
             ),
         }
     })
+    .await
 }
 
 async fn validate(State(state): State<WebhookState>, body: Body) -> Response {
     let body = read_body(&state, body).await;
     admit(
-        &state,
+        state,
         "validate",
         body,
         Objects::Read,
@@ -176,28 +238,76 @@ async fn validate(State(state): State<WebhookState>, body: Body) -> Response {
             }
         },
     )
+    .await
 }
 
-/// The common path of both admission endpoints: decode, decide, log, count, answer.
-/// `decide` gets the resource and operation, or `None` for resources without a rule here, which
-/// are allowed unchanged.
-fn admit(
-    state: &WebhookState,
-    endpoint: &'static str,
-    body: Result<Bytes, BodyError>,
-    objects: Objects,
-    decide: impl for<'a> Fn(
+/// What an admission endpoint decides: the response, and its label for logs and metrics.
+trait Decide:
+    for<'a> Fn(
         &WebhookState,
         &'a AdmissionRequest<'a>,
         Option<(HealthResource, Operation)>,
-    ) -> (review::Response<'a>, &'static str),
+    ) -> (review::Response<'a>, &'static str)
+    + Send
+    + 'static
+{
+}
+
+impl<F> Decide for F where
+    F: for<'a> Fn(
+            &WebhookState,
+            &'a AdmissionRequest<'a>,
+            Option<(HealthResource, Operation)>,
+        ) -> (review::Response<'a>, &'static str)
+        + Send
+        + 'static
+{
+}
+
+/// The common path of both admission endpoints: decode, decide, log, count, answer. A large
+/// body is decided on the blocking pool.
+async fn admit(
+    state: WebhookState,
+    endpoint: &'static str,
+    body: Result<Body_, BodyError>,
+    objects: Objects,
+    decide: impl Decide,
+) -> Response {
+    let large = matches!(&body, Ok(body) if body.bytes.len() > BLOCKING_BODY_BYTES);
+    if !large {
+        return admit_now(&state, endpoint, body, objects, decide);
+    }
+    let pool_state = state.clone();
+    let decided = tokio::task::spawn_blocking(move || {
+        admit_now(&pool_state, endpoint, body, objects, decide)
+    })
+    .await;
+    decided.unwrap_or_else(|_panicked| {
+        error_response(
+            &state,
+            endpoint,
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the review could not be decided",
+            Instant::now(),
+        )
+    })
+}
+
+/// `decide` gets the resource and operation, or `None` for resources without a rule here, which
+/// are allowed unchanged.
+fn admit_now(
+    state: &WebhookState,
+    endpoint: &'static str,
+    body: Result<Body_, BodyError>,
+    objects: Objects,
+    decide: impl Decide,
 ) -> Response {
     let started = Instant::now();
     let body = match body {
         Ok(body) => body,
         Err(err) => return reject_body(state, endpoint, err, started),
     };
-    let request = match review::parse(&body, objects) {
+    let request = match review::parse(&body.bytes, objects) {
         Ok(request) => request,
         Err(err) => return bad_review(state, endpoint, &err, started),
     };
@@ -248,13 +358,31 @@ fn admit(
 
 async fn authorize(State(state): State<WebhookState>, body: Body) -> Response {
     let body = read_body(&state, body).await;
+    if !matches!(&body, Ok(body) if body.bytes.len() > BLOCKING_BODY_BYTES) {
+        return authorize_now(&state, body);
+    }
+    let pool_state = state.clone();
+    tokio::task::spawn_blocking(move || authorize_now(&pool_state, body))
+        .await
+        .unwrap_or_else(|_panicked| {
+            error_response(
+                &state,
+                "authorize",
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the review could not be decided",
+                Instant::now(),
+            )
+        })
+}
+
+fn authorize_now(state: &WebhookState, body: Result<Body_, BodyError>) -> Response {
     let started = Instant::now();
     let endpoint = "authorize";
     let body = match body {
         Ok(body) => body,
         Err(err) => return reject_body(&state, endpoint, err, started),
     };
-    let answer = match volume_health_authz::review(&body, &state.authz) {
+    let answer = match volume_health_authz::review(&body.bytes, &state.authz) {
         Ok(answer) => answer,
         Err(err) => return bad_review(&state, endpoint, &err, started),
     };
@@ -328,6 +456,10 @@ fn reject_body(
         BodyError::TimedOut => (
             StatusCode::REQUEST_TIMEOUT,
             "request body not received within --request-timeout".to_owned(),
+        ),
+        BodyError::Busy => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too many request bytes in flight (--max-in-flight-bytes); try again".to_owned(),
         ),
         BodyError::Read(err) => (
             StatusCode::BAD_REQUEST,

@@ -29,6 +29,7 @@ fn settings(profile: &str) -> Settings {
         authz_deny_on_mismatch: profile == "deny-mismatch",
         pvc_health_writers: None,
         max_request_bytes: 7 * 1024 * 1024,
+        max_in_flight_bytes: 64 * 1024 * 1024,
         request_timeout: Duration::from_secs(10),
     }
 }

@@ -24,6 +24,7 @@ fn app(deny_on_mismatch: bool) -> Router {
         authz_deny_on_mismatch: deny_on_mismatch,
         pvc_health_writers: None,
         max_request_bytes: 7 * 1024 * 1024,
+        max_in_flight_bytes: 64 * 1024 * 1024,
         request_timeout: Duration::from_secs(10),
     };
     router(&settings, Metrics::new())
