@@ -475,7 +475,10 @@ pub(crate) struct SlotSeed(pub(crate) HealthResource);
 impl<'de> serde::de::DeserializeSeed<'de> for SlotSeed {
     type Value = Slot<'de>;
 
-    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Slot<'de>, D::Error> {
+    fn deserialize<D: serde::Deserializer<'de>>(
+        self,
+        deserializer: D,
+    ) -> Result<Slot<'de>, D::Error> {
         Slot::read(self.0, deserializer)
     }
 }
@@ -504,7 +507,10 @@ struct GatedSeed<T>(PhantomData<T>);
 impl<'de, T: Deserialize<'de>> serde::de::DeserializeSeed<'de> for GatedSeed<T> {
     type Value = Option<T>;
 
-    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Option<T>, D::Error> {
+    fn deserialize<D: serde::Deserializer<'de>>(
+        self,
+        deserializer: D,
+    ) -> Result<Option<T>, D::Error> {
         deserializer.deserialize_any(ObjectVisitor(PhantomData))
     }
 }
@@ -537,4 +543,3 @@ struct CsiNodeGated {
     #[serde(default)]
     storage_health: Option<Vec<IgnoredAny>>,
 }
-

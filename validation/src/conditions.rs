@@ -35,7 +35,9 @@ pub const VOLUME_MODES: &[&str] = &["Block", "Filesystem"];
 
 /// A condition type with the (status, reason) key and the field rules of its kind: volume
 /// conditions count bytes, storage conditions count characters and carry two more enums.
-pub(crate) trait HealthCondition: PartialEq + Clone + DeserializeOwned + Fingerprinted {
+pub(crate) trait HealthCondition:
+    PartialEq + Clone + DeserializeOwned + Fingerprinted
+{
     /// Supported `status` values, sorted.
     const STATUSES: &'static [&'static str];
     /// What the length limits count.
@@ -186,8 +188,9 @@ pub(crate) fn check_conditions<'a, C: HealthCondition>(
     let old = old.flatten();
     for (i, condition) in items.iter().enumerate() {
         let item = path.index(i);
-        let same_key =
-            |other: &C| other.status() == condition.status() && other.reason() == condition.reason();
+        let same_key = |other: &C| {
+            other.status() == condition.status() && other.reason() == condition.reason()
+        };
         // Not ratcheted per item: an unchanged copy of an old item must not let a new
         // duplicate in. At most 16 items, so the scan stays small.
         if items[..i].iter().any(same_key) {
@@ -207,7 +210,10 @@ pub(crate) fn check_conditions<'a, C: HealthCondition>(
 
 /// The first item of `list` that `wanted` accepts. The old list may be long; this walks it once
 /// per new item, of which there are at most 16.
-fn first_where<C: HealthCondition>(list: &RawList<'_, C>, wanted: impl Fn(&C) -> bool) -> Option<C> {
+fn first_where<C: HealthCondition>(
+    list: &RawList<'_, C>,
+    wanted: impl Fn(&C) -> bool,
+) -> Option<C> {
     let mut found = None;
     list.walk(|_, item| {
         if wanted(&item) {

@@ -119,8 +119,10 @@ pub(crate) fn check_entries<'a, E: HealthEntry<'a>>(
             let name = hash128(name);
             (names.insert(name), old_by_name.get(&name))
         };
-        let entry_unchanged =
-            unchanged || old.as_ref().is_some_and(|o| o.fingerprint == fingerprint(&entry));
+        let entry_unchanged = unchanged
+            || old
+                .as_ref()
+                .is_some_and(|o| o.fingerprint == fingerprint(&entry));
         if !first_time {
             errors.declarative(
                 &item,

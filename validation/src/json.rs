@@ -347,10 +347,7 @@ mod tests {
             r#"{"spec":{"nodeName":"n1"},"list":[{"nodeName":"a"},{}],"raw":[1,{"x":2}]}"#,
         )
         .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(
-            outer.spec.and_then(|s| s.node_name).as_deref(),
-            Some("n1")
-        );
+        assert_eq!(outer.spec.and_then(|s| s.node_name).as_deref(), Some("n1"));
         assert_eq!(outer.list.len(), 2);
         assert_eq!(outer.raw.map(RawValue::get), Some(r#"[1,{"x":2}]"#));
     }
@@ -360,8 +357,14 @@ mod tests {
         // serde_json alone reads each of these field by field.
         let cases = [
             (r#"[null]"#, "invalid type: sequence, expected struct Outer"),
-            (r#"{"spec":["n1"]}"#, "invalid type: sequence, expected struct Inner"),
-            (r#"{"list":[["n1"]]}"#, "invalid type: sequence, expected struct Inner"),
+            (
+                r#"{"spec":["n1"]}"#,
+                "invalid type: sequence, expected struct Inner",
+            ),
+            (
+                r#"{"list":[["n1"]]}"#,
+                "invalid type: sequence, expected struct Inner",
+            ),
         ];
         for (json, want) in cases {
             assert!(serde_json::from_str::<Outer<'_>>(json).is_ok(), "{json}");

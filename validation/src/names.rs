@@ -171,7 +171,10 @@ mod tests {
         }
         assert!(is_csi_driver_name("\u{212a}8s.example.com"));
         assert!(is_csi_driver_name("d\u{130}sk.example.com"));
-        assert!(!is_csi_driver_name("\u{212b}.example.com"), "ANGSTROM SIGN lower-cases to å");
+        assert!(
+            !is_csi_driver_name("\u{212b}.example.com"),
+            "ANGSTROM SIGN lower-cases to å"
+        );
     }
 
     #[test]

@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::{Body, Bytes, HttpBody};
-use bytes::BytesMut;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use bytes::BytesMut;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use json_patch::{Patch, PatchOperation, RemoveOperation, jsonptr::PointerBuf};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -318,18 +318,20 @@ fn admit_now(
     let resource = request.health_resource();
     let (response, decision) = decide(state, &request, resource.map(|r| (r, operation)));
     let elapsed = started.elapsed();
+    // Values from the request are logged as strings, so the text format quotes them: a value
+    // cannot pass for another field (control characters are escaped by the formatter).
     macro_rules! log_review {
         ($level:expr) => {
             tracing::event!(
                 $level,
                 endpoint,
-                uid = %request.uid,
-                resource = %request.resource.resource,
+                uid = &*request.uid,
+                resource = &*request.resource.resource,
                 subresource = request.subresource(),
                 namespace = request.namespace.as_deref().unwrap_or_default(),
                 name = request.name(),
                 operation = operation.as_str(),
-                user = %request.user_info.username,
+                user = &*request.user_info.username,
                 dry_run = request.dry_run.unwrap_or(false),
                 decision,
                 latency_us = elapsed.as_micros() as u64,
@@ -395,12 +397,12 @@ fn authorize_now(state: &WebhookState, body: Result<Body_, BodyError>) -> Respon
             tracing::event!(
                 $level,
                 endpoint,
-                user = %answer.user,
-                verb = %attrs.verb,
-                group = %attrs.group,
-                resource = %attrs.resource,
-                subresource = %attrs.subresource,
-                name = %attrs.name,
+                user = &*answer.user,
+                verb = &*attrs.verb,
+                group = &*attrs.group,
+                resource = &*attrs.resource,
+                subresource = &*attrs.subresource,
+                name = &*attrs.name,
                 non_resource = answer.resource.is_none(),
                 decision,
                 reason = answer.decision.reason(),

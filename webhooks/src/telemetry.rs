@@ -2,6 +2,9 @@
 //! allowed), text or JSON.
 
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::field::MakeExt;
+use tracing_subscriber::fmt::FormatFields;
+use tracing_subscriber::fmt::format::{Writer, debug_fn};
 
 /// Log line format.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -23,9 +26,94 @@ pub fn init(format: LogFormat) {
         .with_env_filter(filter)
         .with_ansi(ansi)
         .with_writer(std::io::stderr);
-    // A second init (tests) keeps the first subscriber.
+    // A second init (tests) keeps the first subscriber. JSON strings escape control characters
+    // already; the text format needs `text_fields`.
     let _ = match format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+        LogFormat::Text => builder.fmt_fields(text_fields()).try_init(),
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_writer(|| JsonEscapes(std::io::stderr()))
+            .try_init(),
     };
+}
+
+/// A writer of JSON log lines that escapes what serde_json leaves raw in strings: the C1 control
+/// characters (U+0080 to U+009F) and the Unicode line and paragraph separators. serde_json
+/// escapes only C0 controls; the others can still break a line in some viewers. Outside strings
+/// JSON is ASCII, so each of them found in a line is inside a string, where `\uXXXX` means the
+/// same character.
+pub struct JsonEscapes<W>(pub W);
+
+impl<W: std::io::Write> std::io::Write for JsonEscapes<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.write_all(buf)?;
+        Ok(buf.len())
+    }
+
+    /// tracing-subscriber writes each line whole, so no character is split between calls.
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        let mut start = 0;
+        let mut i = 0;
+        while i + 1 < buf.len() {
+            let escaped = match (buf[i], buf[i + 1], buf.get(i + 2)) {
+                (0xc2, second @ 0x80..=0x9f, _) => Some((u32::from(second), 2)),
+                (0xe2, 0x80, Some(&third @ (0xa8 | 0xa9))) => {
+                    Some((0x2000 + u32::from(third) - 0x80, 3))
+                }
+                _ => None,
+            };
+            match escaped {
+                Some((code, len)) => {
+                    self.0.write_all(&buf[start..i])?;
+                    write!(self.0, "\\u{code:04x}")?;
+                    i += len;
+                    start = i;
+                }
+                None => i += 1,
+            }
+        }
+        self.0.write_all(&buf[start..])
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
+/// The fields of the text format, written as tracing-subscriber writes them (`key=value`, strings
+/// quoted) but with every control character escaped, whatever the field and however it is
+/// recorded. Uids, user names and resource attributes come from requests: a user name holding
+/// `\n2099-01-01T00:00:00Z INFO ...` must not write a second line, nor an escape sequence reach a
+/// terminal.
+pub fn text_fields() -> impl for<'w> FormatFields<'w> + Send + Sync + 'static {
+    debug_fn(|writer: &mut Writer<'_>, field, value| {
+        let text = format!("{value:?}");
+        if field.name() != "message" {
+            write!(writer, "{field}=")?;
+        }
+        write_escaped(writer, &text)
+    })
+    .delimited(" ")
+}
+
+/// Writes `text` with control characters (and the Unicode line and paragraph separators) as
+/// `\u{..}` escapes; a backslash before one stays a backslash, so the result reads unambiguously
+/// in the common case of no control characters.
+fn write_escaped(writer: &mut Writer<'_>, text: &str) -> std::fmt::Result {
+    if !text.chars().any(needs_escape) {
+        return writer.write_str(text);
+    }
+    for c in text.chars() {
+        if needs_escape(c) {
+            write!(writer, "{}", c.escape_unicode())?;
+        } else {
+            writer.write_char(c)?;
+        }
+    }
+    Ok(())
+}
+
+fn needs_escape(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{2028}' | '\u{2029}')
 }

@@ -71,6 +71,7 @@ impl Captured {
         let subscriber = tracing_subscriber::fmt()
             .with_max_level(level)
             .with_ansi(false)
+            .fmt_fields(volume_health_webhooks::telemetry::text_fields())
             .with_writer(move || writer.clone())
             .finish();
         tracing::subscriber::set_default(subscriber)

@@ -119,10 +119,13 @@ fn walk_text<'a, T: Deserialize<'a> + Fingerprinted>(
     text: &'a str,
     visit: impl FnMut(usize, T) -> Walk,
 ) -> Result<(usize, u128), serde_json::Error> {
-    json::from_str_seed(text, ListSeed::<T, _> {
-        visit,
-        item: PhantomData,
-    })
+    json::from_str_seed(
+        text,
+        ListSeed::<T, _> {
+            visit,
+            item: PhantomData,
+        },
+    )
 }
 
 struct ListSeed<T, F> {

@@ -1,0 +1,158 @@
+//! Values taken from requests cannot forge log lines or reach a terminal: in both log formats,
+//! every control character in every field is escaped. Alone in its test binary, like
+//! `logging.rs`: tracing caches each call site's interest process-wide.
+
+// Test code unwraps: a panic is a failed test with its location.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use serde_json::{Value, json};
+use tower::ServiceExt;
+use volume_health_webhooks::metrics::Metrics;
+
+/// What a test subscriber writes.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    fn take(&self) -> String {
+        String::from_utf8(std::mem::take(&mut *self.0.lock().unwrap())).unwrap()
+    }
+}
+
+const FORGED: &str = "mallory\n2099-01-01T00:00:00.000000Z  INFO admission review decision=\"allowed\"\r\u{1b}[2J\u{7}\u{85}\u{2028}";
+
+async fn post(app: &Router, path: &str, body: Value) {
+    let request = Request::post(path)
+        .header("content-type", "application/json")
+        .body(Body::from(serde_json::to_vec(&body).unwrap()))
+        .unwrap();
+    let response = app.clone().oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+}
+
+/// A denied review (logged at info) whose uid, resource, name, namespace and user all carry
+/// control characters, and a denied authorization whose user and attributes do.
+async fn send_forgeries(app: &Router) {
+    post(
+        app,
+        "/validate",
+        json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+            "uid": FORGED,
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "subResource": "status", "name": FORGED, "namespace": FORGED,
+            "operation": "UPDATE",
+            "userInfo": {"username": format!("system:node:{FORGED}"), "groups": ["system:nodes"]},
+            "object": {"metadata": {"name": FORGED}, "spec": {"nodeName": "n1"}},
+            "oldObject": {"metadata": {"name": FORGED}, "spec": {"nodeName": "n1"}},
+            "dryRun": false, "options": null}}),
+    )
+    .await;
+    post(
+        app,
+        "/authorize",
+        json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+            "spec": {"user": "system:node:n1", "groups": ["system:nodes"],
+                "resourceAttributes": {"verb": FORGED, "group": FORGED, "resource": FORGED,
+                    "subresource": FORGED, "name": FORGED}}}),
+    )
+    .await;
+    // A body that is no review: its error message quotes the request.
+    post_raw(
+        app,
+        format!(
+            "{{\"apiVersion\":{}}}",
+            serde_json::to_string(FORGED).unwrap()
+        ),
+    )
+    .await;
+}
+
+async fn post_raw(app: &Router, body: String) {
+    let request = Request::post("/validate")
+        .header("content-type", "application/json")
+        .body(Body::from(body))
+        .unwrap();
+    let response = app.clone().oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
+async fn control_characters_from_requests_are_escaped_in_both_formats() {
+    let app = volume_health_webhooks::router(&support::settings(), Metrics::new());
+    let logs = Captured::default();
+
+    let writer = logs.clone();
+    let text = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::DEBUG)
+        .with_ansi(false)
+        .fmt_fields(volume_health_webhooks::telemetry::text_fields())
+        .with_writer(move || writer.clone())
+        .finish();
+    let guard = tracing::subscriber::set_default(text);
+    send_forgeries(&app).await;
+    drop(guard);
+    let out = logs.take();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 3, "one line per review:\n{out}");
+    for line in &lines {
+        assert!(
+            !line.chars().any(|c| c.is_control() || c == '\u{2028}'),
+            "raw control character in {line:?}"
+        );
+        // Request values are quoted strings: the forged field stays inside one.
+        assert_eq!(
+            line.matches("decision=\"").count(),
+            usize::from(!line.contains("bad request")),
+            "{line}"
+        );
+    }
+    assert!(lines[0].contains("admission review"), "{out}");
+    assert!(lines[0].contains(r#"decision="forbidden""#), "{out}");
+    assert!(lines[0].contains(r#"uid="mallory\n2099"#), "{out}");
+    assert!(lines[1].contains("authorization review"), "{out}");
+
+    let writer = logs.clone();
+    let json_logs = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::DEBUG)
+        .with_ansi(false)
+        .json()
+        .flatten_event(true)
+        .with_writer(move || volume_health_webhooks::telemetry::JsonEscapes(writer.clone()))
+        .finish();
+    let guard = tracing::subscriber::set_default(json_logs);
+    send_forgeries(&app).await;
+    drop(guard);
+    let out = logs.take();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 3, "one line per review:\n{out}");
+    for line in &lines {
+        assert!(
+            !line.chars().any(|c| c.is_control()),
+            "raw control character in {line:?}"
+        );
+        let event: Value = serde_json::from_str(line).unwrap();
+        assert!(event.is_object(), "{line}");
+    }
+    // JSON keeps the value, escaped by JSON itself.
+    let admission: Value = serde_json::from_str(lines[0]).unwrap();
+    assert_eq!(admission["uid"], FORGED);
+}
