@@ -80,14 +80,11 @@ pub(crate) fn check_entries<'a, E: HealthEntry<'a>>(
     errors: &mut Errors,
 ) {
     let unchanged = old == Some(new);
-    // Names are keyed by their 128-bit keyed hash: a set then costs the same for any name. Sized
-    // once: a growing table would hold its old and new buckets at once.
+    // Names are keyed by their 128-bit keyed hash: a set then costs the same for any name. It
+    // grows with the distinct names, not with the entries (a million entries may share one).
     let mut names: HashSet<u128> = HashSet::new();
     // The first old entry of each name the new list has.
     let mut old_by_name: HashMap<u128, OldEntry<'a, E::Condition>> = HashMap::new();
-    if !unchanged {
-        names.reserve(new.len());
-    }
     if let (false, Some(old)) = (unchanged, old) {
         new.walk(|_, entry| {
             names.insert(hash128(entry.name()));

@@ -382,11 +382,11 @@ fn authorize_now(state: &WebhookState, body: Result<Body_, BodyError>) -> Respon
     let endpoint = "authorize";
     let body = match body {
         Ok(body) => body,
-        Err(err) => return reject_body(&state, endpoint, err, started),
+        Err(err) => return reject_body(state, endpoint, err, started),
     };
     let answer = match volume_health_authz::review(&body.bytes, &state.authz) {
         Ok(answer) => answer,
-        Err(err) => return bad_review(&state, endpoint, &err, started),
+        Err(err) => return bad_review(state, endpoint, &err, started),
     };
     let elapsed = started.elapsed();
     let no_attrs = RequestAttributes::default();

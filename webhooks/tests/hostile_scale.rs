@@ -1,0 +1,237 @@
+//! Reviews of the shape kube-apiserver sends, built to cost the most per byte: the server's time
+//! must grow linearly with their size and its memory stay bounded by the body. Alone in its test
+//! binary: it measures the heap with its own allocator, and the tests run one after another.
+
+// Test code unwraps: a panic is a failed test with its location.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use http_body_util::BodyExt;
+use peak_alloc::PeakAlloc;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+use volume_health_webhooks::metrics::Metrics;
+
+#[global_allocator]
+static HEAP: PeakAlloc = PeakAlloc;
+
+const MIB: usize = 1024 * 1024;
+
+fn review(resource: &str, group: &str, object: Value, old: Value, groups: Value) -> Value {
+    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
+        "kind": {"group": group, "version": "v1", "kind": "X"},
+        "resource": {"group": group, "version": "v1", "resource": resource},
+        "subResource": "status",
+        "requestKind": {"group": group, "version": "v1", "kind": "X"},
+        "requestResource": {"group": group, "version": "v1", "resource": resource},
+        "requestSubResource": "status",
+        "name": "x", "namespace": "default", "operation": "UPDATE",
+        "userInfo": {"username": "system:admin", "groups": groups},
+        "object": object, "oldObject": old, "dryRun": false, "options": null}})
+}
+
+/// `count` copies of `item`.
+fn many(item: Value, count: usize) -> Value {
+    Value::Array(vec![item; count])
+}
+
+fn names(prefix: &str, count: usize) -> Value {
+    (0..count)
+        .map(|i| json!({"name": format!("{prefix}{i}")}))
+        .collect()
+}
+
+/// The costly shapes, each with `n` items; every one of them is a list the apiserver would
+/// forward as is.
+type Shape = (&'static str, fn(usize) -> Value);
+
+fn admins() -> Value {
+    json!(["system:masters"])
+}
+
+fn shapes() -> Vec<Shape> {
+    vec![
+        ("claim with n empty conditions", |n| {
+            review(
+                "persistentvolumeclaims",
+                "",
+                json!({"metadata": {"name": "x"},
+                "status": {"healthStatus": {"healthConditions": many(json!({}), n)}}}),
+                Value::Null,
+                admins(),
+            )
+        }),
+        ("CSINode entry with n empty conditions", |n| {
+            review(
+                "csinodes",
+                "storage.k8s.io",
+                json!({"metadata": {"name": "x"},
+                "spec": {"drivers": [{"name": "d"}]},
+                "status": {"storageHealth": [{"name": "d", "healthConditions": many(json!({}), n)}]}}),
+                Value::Null,
+                admins(),
+            )
+        }),
+        ("pod with n entries with empty names", |n| {
+            review(
+                "pods",
+                "",
+                json!({"metadata": {"name": "x"},
+                "status": {"volumeHealth": many(json!({}), n)}}),
+                Value::Null,
+                admins(),
+            )
+        }),
+        ("pod with n entries for volumes it does not have", |n| {
+            review(
+                "pods",
+                "",
+                json!({"metadata": {"name": "x"},
+                "status": {"volumeHealth": names("v", n)}}),
+                Value::Null,
+                admins(),
+            )
+        }),
+        ("valid pod with n volumes and n entries", |n| {
+            review(
+                "pods",
+                "",
+                json!({"metadata": {"name": "x"},
+                "spec": {"volumes": names("v", n)}, "status": {"volumeHealth": names("v", n)}}),
+                json!({"metadata": {"name": "x"}, "spec": {"volumes": names("v", n)},
+                "status": {"volumeHealth": names("v", n)}}),
+                admins(),
+            )
+        }),
+        ("CSINode with n unregistered drivers", |n| {
+            review(
+                "csinodes",
+                "storage.k8s.io",
+                json!({"metadata": {"name": "x"},
+                "status": {"storageHealth": names("d.example.com-", n)}}),
+                Value::Null,
+                admins(),
+            )
+        }),
+        ("pod with n empty volumes", |n| {
+            review(
+                "pods",
+                "",
+                json!({"metadata": {"name": "x"},
+                "spec": {"volumes": many(json!({}), n)},
+                "status": {"volumeHealth": [{"name": "a"}]}}),
+                Value::Null,
+                admins,
+            )
+        }),
+        ("n empty groups", |n| {
+            review(
+                "pods",
+                "",
+                json!({"metadata": {"name": "x"}}),
+                Value::Null,
+                many(json!(""), n),
+            )
+        }),
+    ]
+}
+
+async fn send(app: &Router, body: Vec<u8>) -> (StatusCode, Value) {
+    let request = Request::post("/validate")
+        .header("content-type", "application/json")
+        .body(Body::from(body))
+        .unwrap();
+    let response = app.clone().oneshot(request).await.unwrap();
+    let status = response.status();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    (status, serde_json::from_slice(&bytes).unwrap())
+}
+
+/// Seconds to answer `body`, the best of three.
+async fn seconds(app: &Router, body: &[u8]) -> f64 {
+    let mut best = f64::MAX;
+    for _ in 0..3 {
+        let started = Instant::now();
+        let (status, answer) = send(app, body.to_vec()).await;
+        assert_eq!(status, StatusCode::OK, "{answer}");
+        best = best.min(started.elapsed().as_secs_f64());
+    }
+    best
+}
+
+/// Four times the items take about four times as long, never sixteen. Both sizes are measured
+/// in the same run, so the ratio holds on a slow or busy machine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn time_grows_linearly_with_the_number_of_items() {
+    let app = volume_health_webhooks::router(&support::settings(), Metrics::new());
+    let (small, large) = (5_000, 20_000);
+    for (what, shape) in shapes() {
+        let one = serde_json::to_vec(&shape(small)).unwrap();
+        let four = serde_json::to_vec(&shape(large)).unwrap();
+        let (t1, t4) = (seconds(&app, &one).await, seconds(&app, &four).await);
+        let ratio = t4 / t1;
+        eprintln!(
+            "{what}: {small} items {:.1} ms, {large} items {:.1} ms, ratio {ratio:.1}",
+            t1 * 1e3,
+            t4 * 1e3
+        );
+        // Linear is 4 (a little more with cache effects); quadratic would be 16.
+        assert!(
+            ratio < 8.0,
+            "{what}: {large} items took {ratio:.1} times as long as {small}"
+        );
+    }
+}
+
+/// The heap a 7 MiB review adds while it is answered, of every shape: the body itself (twice
+/// here, where a test hands the router the whole body as one buffer that is then copied), the
+/// little the views keep, and an answer of at most 10,000 errors. Nothing per item.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_is_bounded_by_the_body_not_by_its_items() {
+    let app = volume_health_webhooks::router(&support::settings(), Metrics::new());
+    // Items per shape so that each body is just under 7 MiB.
+    for (what, _) in shapes(1) {
+        let probe = shapes(1000)
+            .into_iter()
+            .find(|(w, _)| *w == what)
+            .unwrap()
+            .1;
+        let per_thousand = serde_json::to_vec(&probe).unwrap().len();
+        let build = |n| {
+            let body = shapes(n).into_iter().find(|(w, _)| *w == what).unwrap().1;
+            serde_json::to_vec(&body).unwrap()
+        };
+        let mut n = (7 * MIB - 4096) * 1000 / per_thousand;
+        let mut body = build(n);
+        while body.len() > 7 * MIB {
+            n = n * (7 * MIB - 4096) / body.len();
+            body = build(n);
+        }
+        assert!(body.len() <= 7 * MIB, "{what}: {} bytes", body.len());
+        let len = body.len();
+        let before = HEAP.current_usage();
+        HEAP.reset_peak_usage();
+        let started = Instant::now();
+        let (status, answer) = send(&app, body).await;
+        let elapsed = started.elapsed();
+        let added = HEAP.peak_usage().saturating_sub(before);
+        eprintln!(
+            "{what}: {n} items, {:.1} MiB body: {:.1} MiB more heap at the peak, {elapsed:?}",
+            len as f64 / MIB as f64,
+            added as f64 / MIB as f64
+        );
+        assert_eq!(status, StatusCode::OK, "{what}: {answer}");
+        assert!(
+            added <= 2 * len + 24 * MIB,
+            "{what}: the heap grew by {added} bytes for a {len}-byte review"
+        );
+        assert!(elapsed < Duration::from_secs(120), "{what}: {elapsed:?}");
+    }
+}
