@@ -128,7 +128,7 @@ fn shapes() -> Vec<Shape> {
                 "spec": {"volumes": many(json!({}), n)},
                 "status": {"volumeHealth": [{"name": "a"}]}}),
                 Value::Null,
-                admins,
+                admins(),
             )
         }),
         ("n empty groups", |n| {
@@ -197,17 +197,9 @@ async fn time_grows_linearly_with_the_number_of_items() {
 async fn memory_is_bounded_by_the_body_not_by_its_items() {
     let app = volume_health_webhooks::router(&support::settings(), Metrics::new());
     // Items per shape so that each body is just under 7 MiB.
-    for (what, _) in shapes(1) {
-        let probe = shapes(1000)
-            .into_iter()
-            .find(|(w, _)| *w == what)
-            .unwrap()
-            .1;
-        let per_thousand = serde_json::to_vec(&probe).unwrap().len();
-        let build = |n| {
-            let body = shapes(n).into_iter().find(|(w, _)| *w == what).unwrap().1;
-            serde_json::to_vec(&body).unwrap()
-        };
+    for (what, shape) in shapes() {
+        let per_thousand = serde_json::to_vec(&shape(1000)).unwrap().len();
+        let build = |n| serde_json::to_vec(&shape(n)).unwrap();
         let mut n = (7 * MIB - 4096) * 1000 / per_thousand;
         let mut body = build(n);
         while body.len() > 7 * MIB {
