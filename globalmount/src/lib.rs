@@ -23,6 +23,7 @@
 //! ([`fs::HostFs::non_blocking`]) never enters a mount point, so a dead NFS or
 //! FUSE mount cannot hang it.
 
+mod advice;
 pub mod api;
 pub mod classify;
 pub mod discover;
@@ -38,7 +39,22 @@ pub mod voldata;
 #[cfg(test)]
 mod testfs;
 
-pub use classify::{DiagnoseError, NodeInputs, diagnose};
+/// An error and every error below it, outermost first, joined by `": "`.
+///
+/// Each error's own message describes only its layer, so this is how a cause
+/// reaches a report or a log line exactly once.
+pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+pub use classify::{DiagnoseError, ExtraInputs, NodeInputs, diagnose, diagnose_with};
 pub use discover::{GlobalVolume, Listing, Skip, SkipReason, VolumeMode, list_global_volumes};
 pub use fs::{HostFs, NodeFs};
 pub use layout::KubeletLayout;

@@ -29,6 +29,10 @@ pub enum VolumeClass {
     /// A pod directory that refers to it has an unreadable `vol_data.json`
     /// (#101791): kubelet cannot reconstruct that pod volume without KEP-6058.
     PodDataUnreadable,
+    /// Mounted with no pod left, but kubelet still tracks it: the pod was just
+    /// deleted and UnmountDevice has not finished. Every pod deletion passes
+    /// through this state; `progress` names the signal that decided it.
+    UnstageInProgress,
 }
 
 impl VolumeClass {
@@ -48,8 +52,100 @@ impl VolumeClass {
             Self::OrphanedStaged => "orphaned_staged",
             Self::StagedUnmounted => "staged_unmounted",
             Self::PodDataUnreadable => "pod_data_unreadable",
+            Self::UnstageInProgress => "unstage_in_progress",
         }
     }
+}
+
+/// Whether a volume no pod uses is being unstaged or was lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Progress {
+    /// Kubelet still tracks it and will unstage it.
+    InProgress,
+    /// Kubelet no longer tracks it; nothing will unstage it.
+    Lost,
+    /// No signal could tell; treated as lost.
+    Unknown,
+}
+
+/// The input that decided [`Progress`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Signal {
+    /// `node.status.volumesInUse`: kubelet reports an attachable volume there
+    /// for as long as it tracks it.
+    VolumesInUse,
+    /// The kubelet's start time against the time the volume was staged.
+    KubeletStartTime,
+    /// Nothing was available.
+    None,
+}
+
+/// In progress or lost, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProgressReport {
+    /// The verdict.
+    pub state: Progress,
+    /// The signal that decided it.
+    pub decided_by: Signal,
+    /// The evidence, in words.
+    pub detail: String,
+}
+
+/// Where a volume's PersistentVolume name came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OwnerSource {
+    /// `specVolID` in the volume's own `vol_data.json`.
+    SpecVolId,
+    /// `spec.source.persistentVolumeName` of its VolumeAttachment.
+    VolumeAttachment,
+    /// A PersistentVolume whose `spec.csi` names this driver and handle.
+    PersistentVolume,
+}
+
+/// A pod that used a volume.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodRefReport {
+    /// Pod UID.
+    pub uid: String,
+    /// Namespace, when a pod dump names it.
+    pub namespace: Option<String>,
+    /// Name, when a pod dump names it.
+    pub name: Option<String>,
+    /// Where it was seen: `pod_dir`, `mount` or `claim` (a pod of the dump that mounts the claim).
+    pub seen_in: &'static str,
+}
+
+/// Who owns a volume, as far as the inputs tell.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OwnerReport {
+    /// The PersistentVolume name.
+    pub persistent_volume: Option<String>,
+    /// Where that name came from.
+    pub persistent_volume_source: Option<OwnerSource>,
+    /// The bound claim, `namespace/name`, from a PersistentVolume dump.
+    pub claim: Option<String>,
+    /// Pods that use or last used it.
+    pub pods: Vec<PodRefReport>,
+}
+
+/// A mount table entry, for identifying a mount whose data files are gone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MountReport {
+    /// Mount point.
+    pub mount_point: String,
+    /// Mount source (a device path, or `server:/export`).
+    pub source: String,
+    /// Filesystem type.
+    pub fs_type: String,
+    /// `major:minor`.
+    pub device: String,
 }
 
 /// A risk found by cross-checking with API objects.
@@ -105,6 +201,12 @@ pub struct ApiReport {
     pub device_path: Option<String>,
     /// The VolumeAttachment check.
     pub volume_attachment: Option<VolumeAttachmentReport>,
+    /// Whether the volume is attached through the attach/detach controller.
+    /// Only such volumes are reported in `volumesInUse`; null when unknown.
+    pub attachable: Option<bool>,
+    /// What decided `attachable`: `csi_driver`, `volumes_in_use`,
+    /// `volumes_attached` or `volume_attachment`.
+    pub attachable_source: Option<&'static str>,
 }
 
 /// One listed global volume.
@@ -157,6 +259,22 @@ pub struct GlobalVolumeReport {
     pub kubelet_plan: PlannedAction,
     /// The API cross-check; null when no API input was given.
     pub api: Option<ApiReport>,
+    /// Modification time of the volume's `vol_data.json`, which kubelet writes
+    /// just before staging (RFC 3339).
+    pub staged_at: Option<String>,
+    /// Whether kubelet's listing, which stats `globalmount` following links,
+    /// would see it. False for a dangling link or a dead mount.
+    pub kubelet_would_list: bool,
+    /// Why not, when it would not.
+    pub kubelet_would_list_detail: Option<String>,
+    /// The mount at the device mount path, when there is one.
+    pub mount: Option<MountReport>,
+    /// PV, claim and pods, as far as the inputs tell.
+    pub owner: OwnerReport,
+    /// For a mounted volume no pod uses: in progress or lost, and the deciding signal.
+    pub progress: Option<ProgressReport>,
+    /// What to do, step by step, following KEP-6058. Empty when nothing is needed.
+    pub operator_plan: Vec<String>,
 }
 
 impl GlobalVolumeReport {
@@ -180,6 +298,9 @@ pub enum PairedBy {
     /// Nothing is mounted at the pod mount any more and its name equals the
     /// volume's spec name: the after-reboot pair KEP-6058 cannot recover.
     Name,
+    /// The global mount holds nothing (a driver without STAGE_UNSTAGE_VOLUME
+    /// mounts straight into the pod) and the pod mount of the same name is mounted.
+    NameWithoutStaging,
 }
 
 /// What the fallback recovered for a pod-local directory.
@@ -245,6 +366,17 @@ pub struct SkipReport {
     /// Whether something is mounted at or below the entry. A mounted entry
     /// that kubelet will not list is never cleaned up by it, so it is a finding.
     pub mounted: bool,
+    /// The mount at the entry's `globalmount` (or the entry), when mounted.
+    pub mount: Option<MountReport>,
+    /// `volumesAttached` entries whose `devicePath` is that mount's source:
+    /// the way to name a mount whose data files are gone.
+    pub attached_device_path_matches: Vec<String>,
+    /// Pod mount points that share the mount's device and directory.
+    pub pod_refs: Vec<String>,
+    /// Pod volume directories of the same name (legacy `pv/<name>` layout).
+    pub pod_dirs: Vec<String>,
+    /// What to do, when the entry is mounted.
+    pub operator_plan: Vec<String>,
 }
 
 /// Counts.
@@ -263,6 +395,8 @@ pub struct Summary {
     pub staged_unmounted: usize,
     /// Class `pod_data_unreadable`.
     pub pod_data_unreadable: usize,
+    /// Class `unstage_in_progress`.
+    pub unstage_in_progress: usize,
     /// Volumes flagged `at_risk`.
     pub at_risk: usize,
     /// Pod-local directories with unusable data.
@@ -280,8 +414,13 @@ pub struct Summary {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Report {
-    /// The kubelet root, in host path space.
+    /// The kubelet root, in host path space, with symbolic links resolved as
+    /// kubelet resolves them.
     pub kubelet_root: String,
+    /// The root as given, when it differs from `kubeletRoot`.
+    pub kubelet_root_given: Option<String>,
+    /// When kubelet started, when given (RFC 3339).
+    pub kubelet_started_at: Option<String>,
     /// The node, when known.
     pub node_name: Option<String>,
     /// Where the mount table was read from.
@@ -320,6 +459,7 @@ impl Report {
             orphaned_staged: count(VolumeClass::OrphanedStaged),
             staged_unmounted: count(VolumeClass::StagedUnmounted),
             pod_data_unreadable: count(VolumeClass::PodDataUnreadable),
+            unstage_in_progress: count(VolumeClass::UnstageInProgress),
             at_risk: self
                 .global_volumes
                 .iter()

@@ -106,7 +106,7 @@ fn a_clean_node_exits_0_with_the_json_report() {
     assert_eq!(v["mounted"], true);
     assert_eq!(v["podRefs"][0], s(mnt(&pod)));
     assert_eq!(v["podDirs"][0], s(&pod));
-    assert_eq!(v["kubeletPlan"], "from_pod_dir");
+    assert_eq!(v["kubeletPlan"], "would_register_uncertain");
     assert_eq!(v["api"], Value::Null);
     assert_eq!(report["summary"]["findings"], 0);
     assert_eq!(report["podLocal"], Value::Array(vec![]));
