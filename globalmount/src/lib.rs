@@ -29,6 +29,7 @@ pub mod classify;
 pub mod discover;
 pub mod fs;
 pub mod layout;
+pub mod metrics;
 pub mod mountinfo;
 pub mod mountrefs;
 pub mod plan;

@@ -478,6 +478,45 @@ impl Report {
         };
     }
 
+    /// One line for node-problem-detector's custom plugin monitor, whose
+    /// exit-status convention (0 OK, 1 problem, 2 unknown) the doctor's
+    /// follows. The most pressing part comes first, as the monitor keeps
+    /// only the beginning of the line.
+    pub fn to_npd_line(&self) -> String {
+        let s = &self.summary;
+        if !self.has_findings() {
+            return format!("no findings on {} staged CSI volumes", s.global_volumes);
+        }
+        let mut parts: Vec<String> = [
+            ("orphaned_staged", s.orphaned_staged),
+            ("at_risk", s.at_risk),
+            ("pod_data_unreadable", s.pod_data_unreadable),
+            ("staged_unmounted", s.staged_unmounted),
+            ("pod_local_unreadable", s.pod_local_unreadable),
+            ("mounted_skipped", s.mounted_skipped),
+        ]
+        .into_iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(name, n)| format!("{name}={n}"))
+        .collect();
+        let first = self
+            .global_volumes
+            .iter()
+            .find(|v| v.is_finding())
+            .map(|v| {
+                v.owner
+                    .persistent_volume
+                    .clone()
+                    .unwrap_or_else(|| v.unique_volume_name.clone())
+            })
+            .or_else(|| self.pod_local.first().map(|p| p.path.clone()))
+            .or_else(|| self.skipped.iter().find(|k| k.mounted).map(|k| k.path.clone()));
+        if let Some(first) = first {
+            parts.push(format!("first: {first}"));
+        }
+        format!("{} findings: {}", s.findings, parts.join(" "))
+    }
+
     /// A plain-text rendering for people.
     pub fn to_text(&self) -> String {
         let mut out = String::new();
@@ -518,6 +557,43 @@ impl Report {
                 v.pod_dirs.len(),
                 v.kubelet_plan.as_str()
             );
+            if let Some(pv) = &v.owner.persistent_volume {
+                let pods: Vec<String> = v
+                    .owner
+                    .pods
+                    .iter()
+                    .map(|p| match (&p.namespace, &p.name) {
+                        (Some(ns), Some(name)) => format!("{ns}/{name}"),
+                        _ => p.uid.clone(),
+                    })
+                    .collect();
+                let _ = writeln!(
+                    out,
+                    "      owner: pv {pv}{}{}",
+                    v.owner
+                        .claim
+                        .as_deref()
+                        .map(|c| format!("  claim {c}"))
+                        .unwrap_or_default(),
+                    if pods.is_empty() {
+                        String::new()
+                    } else {
+                        format!("  pods {}", pods.join(", "))
+                    }
+                );
+            }
+            if let Some(p) = &v.progress {
+                let _ = writeln!(
+                    out,
+                    "      progress: {}  decided by: {}  ({})",
+                    serde_plain(&p.state),
+                    serde_plain(&p.decided_by),
+                    p.detail
+                );
+            }
+            if let Some(detail) = &v.kubelet_would_list_detail {
+                let _ = writeln!(out, "      kubelet would not list it: {detail}");
+            }
             if let Some(api) = &v.api {
                 let in_use = match api.in_volumes_in_use {
                     Some(true) => "yes",
@@ -536,6 +612,7 @@ impl Report {
                 };
                 let _ = writeln!(out, "      volumesInUse: {in_use}  VolumeAttachment: {va}");
             }
+            write_plan(&mut out, &v.operator_plan);
         }
         if !self.pod_local.is_empty() {
             let _ = writeln!(
@@ -585,6 +662,7 @@ impl Report {
                 if let Some(expected) = &s.expected {
                     let _ = writeln!(out, "      expected: {expected}");
                 }
+                write_plan(&mut out, &s.operator_plan);
             }
         }
         if !self.warnings.is_empty() {
@@ -596,7 +674,7 @@ impl Report {
         let s = &self.summary;
         let _ = writeln!(
             out,
-            "\nsummary: {} global volumes ({} in_use, {} tracked_by_pod_dir, {} orphaned_staged, {} staged_unmounted, {} pod_data_unreadable, {} at_risk), {} pod-local unreadable, {} skipped ({} mounted); {} findings",
+            "\nsummary: {} global volumes ({} in_use, {} tracked_by_pod_dir, {} orphaned_staged, {} staged_unmounted, {} pod_data_unreadable, {} at_risk{}), {} pod-local unreadable, {} skipped ({} mounted); {} findings",
             s.global_volumes,
             s.in_use,
             s.tracked_by_pod_dir,
@@ -604,11 +682,104 @@ impl Report {
             s.staged_unmounted,
             s.pod_data_unreadable,
             s.at_risk,
+            if s.unstage_in_progress > 0 {
+                format!(", {} unstage_in_progress", s.unstage_in_progress)
+            } else {
+                String::new()
+            },
             s.pod_local_unreadable,
             s.skipped,
             s.mounted_skipped,
             s.findings
         );
         out
+    }
+}
+
+fn write_plan(out: &mut String, plan: &[String]) {
+    if plan.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "      plan:");
+    for (i, step) in plan.iter().enumerate() {
+        let _ = writeln!(out, "        {}. {step}", i + 1);
+    }
+}
+
+/// The serde name of a unit variant, for text output.
+fn serde_plain(value: &impl Serialize) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(s)) => s,
+        _ => String::new(),
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::discover::{SpecVolIdSource, VolumeMode};
+
+    pub(crate) fn volume(class: VolumeClass) -> GlobalVolumeReport {
+        GlobalVolumeReport {
+            mode: VolumeMode::Filesystem,
+            driver: "d".into(),
+            volume_handle: "h".into(),
+            spec_vol_id: None,
+            spec_name: "h".into(),
+            spec_vol_id_source: SpecVolIdSource::Handle,
+            unique_volume_name: "kubernetes.io/csi/d^h".into(),
+            attachment_name: None,
+            device_mount_path: "/var/lib/kubelet/plugins/kubernetes.io/csi/d/x/globalmount".into(),
+            staging_path: None,
+            se_linux_mount_context: None,
+            mounted: true,
+            nested_mounts: Vec::new(),
+            pod_refs: Vec::new(),
+            other_refs: Vec::new(),
+            dev_mounts: Vec::new(),
+            publish_entries: Vec::new(),
+            pod_dirs: Vec::new(),
+            class,
+            flags: Vec::new(),
+            kubelet_plan: PlannedAction::WouldRegisterUncertain,
+            api: None,
+            staged_at: None,
+            kubelet_would_list: true,
+            kubelet_would_list_detail: None,
+            mount: None,
+            owner: OwnerReport {
+                persistent_volume: Some("pvc-1".into()),
+                persistent_volume_source: Some(OwnerSource::PersistentVolume),
+                claim: None,
+                pods: Vec::new(),
+            },
+            progress: None,
+            operator_plan: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_npd_line_leads_with_what_matters() {
+        let mut report = Report {
+            kubelet_root: "/var/lib/kubelet".into(),
+            kubelet_root_given: None,
+            kubelet_started_at: None,
+            node_name: None,
+            mountinfo_source: "test".into(),
+            global_volumes: vec![volume(VolumeClass::InUse)],
+            pod_local: Vec::new(),
+            skipped: Vec::new(),
+            warnings: Vec::new(),
+            summary: Summary::default(),
+        };
+        report.summarize();
+        assert_eq!(report.to_npd_line(), "no findings on 1 staged CSI volumes");
+        report.global_volumes.push(volume(VolumeClass::OrphanedStaged));
+        report.summarize();
+        assert_eq!(
+            report.to_npd_line(),
+            "1 findings: orphaned_staged=1 first: pvc-1"
+        );
+        assert!(!report.to_npd_line().contains('\n'));
     }
 }
