@@ -244,7 +244,9 @@ mod tests {
             summary: Summary::default(),
         };
         for class in classes {
-            report.global_volumes.push(crate::report::tests::volume(*class));
+            report
+                .global_volumes
+                .push(crate::report::tests::volume(*class));
         }
         report.summarize();
         report
@@ -254,26 +256,63 @@ mod tests {
     fn every_class_is_exported_from_the_first_run_and_counts_follow_the_report() {
         let metrics = DoctorMetrics::new();
         let before = metrics.encode();
-        assert!(before.contains("csi_globalmount_doctor_runs_total{result=\"error\"} 0"), "{before}");
+        assert!(
+            before.contains("csi_globalmount_doctor_runs_total{result=\"error\"} 0"),
+            "{before}"
+        );
 
         metrics.record(
-            &report_with(&[VolumeClass::InUse, VolumeClass::OrphanedStaged, VolumeClass::OrphanedStaged]),
+            &report_with(&[
+                VolumeClass::InUse,
+                VolumeClass::OrphanedStaged,
+                VolumeClass::OrphanedStaged,
+            ]),
             Duration::from_millis(5),
         );
         let text = metrics.encode();
-        assert!(text.contains("csi_globalmount_doctor_volumes{class=\"orphaned_staged\"} 2"), "{text}");
-        assert!(text.contains("csi_globalmount_doctor_volumes{class=\"in_use\"} 1"), "{text}");
-        assert!(text.contains("csi_globalmount_doctor_volumes{class=\"unstage_in_progress\"} 0"), "{text}");
+        assert!(
+            text.contains("csi_globalmount_doctor_volumes{class=\"orphaned_staged\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("csi_globalmount_doctor_volumes{class=\"in_use\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("csi_globalmount_doctor_volumes{class=\"unstage_in_progress\"} 0"),
+            "{text}"
+        );
         assert!(text.contains("csi_globalmount_doctor_findings 2"), "{text}");
-        assert!(text.contains("csi_globalmount_doctor_runs_total{result=\"findings\"} 1"), "{text}");
-        assert!(text.contains("csi_globalmount_doctor_last_run_success 1"), "{text}");
+        assert!(
+            text.contains("csi_globalmount_doctor_runs_total{result=\"findings\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("csi_globalmount_doctor_last_run_success 1"),
+            "{text}"
+        );
 
-        metrics.record(&report_with(&[VolumeClass::InUse]), Duration::from_millis(5));
+        metrics.record(
+            &report_with(&[VolumeClass::InUse]),
+            Duration::from_millis(5),
+        );
         metrics.record_error(Duration::from_millis(1));
         let text = metrics.encode();
-        assert!(text.contains("csi_globalmount_doctor_volumes{class=\"orphaned_staged\"} 0"), "{text}");
-        assert!(text.contains("csi_globalmount_doctor_runs_total{result=\"clean\"} 1"), "{text}");
-        assert!(text.contains("csi_globalmount_doctor_runs_total{result=\"error\"} 1"), "{text}");
-        assert!(text.contains("csi_globalmount_doctor_last_run_success 0"), "{text}");
+        assert!(
+            text.contains("csi_globalmount_doctor_volumes{class=\"orphaned_staged\"} 0"),
+            "{text}"
+        );
+        assert!(
+            text.contains("csi_globalmount_doctor_runs_total{result=\"clean\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("csi_globalmount_doctor_runs_total{result=\"error\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("csi_globalmount_doctor_last_run_success 0"),
+            "{text}"
+        );
     }
 }

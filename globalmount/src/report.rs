@@ -510,7 +510,12 @@ impl Report {
                     .unwrap_or_else(|| v.unique_volume_name.clone())
             })
             .or_else(|| self.pod_local.first().map(|p| p.path.clone()))
-            .or_else(|| self.skipped.iter().find(|k| k.mounted).map(|k| k.path.clone()));
+            .or_else(|| {
+                self.skipped
+                    .iter()
+                    .find(|k| k.mounted)
+                    .map(|k| k.path.clone())
+            });
         if let Some(first) = first {
             parts.push(format!("first: {first}"));
         }
@@ -774,7 +779,9 @@ pub(crate) mod tests {
         };
         report.summarize();
         assert_eq!(report.to_npd_line(), "no findings on 1 staged CSI volumes");
-        report.global_volumes.push(volume(VolumeClass::OrphanedStaged));
+        report
+            .global_volumes
+            .push(volume(VolumeClass::OrphanedStaged));
         report.summarize();
         assert_eq!(
             report.to_npd_line(),

@@ -20,7 +20,9 @@ use csi_globalmount::api::{ApiDump, parse_node, parse_volume_attachments};
 use csi_globalmount::metrics::DoctorMetrics;
 use csi_globalmount::mountinfo::MountInfoFile;
 use csi_globalmount::mountrefs::{MountRefsError, RetryPolicy, SystemClock, read_mount_table};
-use csi_globalmount::{ExtraInputs, HostFs, KubeletLayout, NodeFs, NodeInputs, Report, diagnose_with};
+use csi_globalmount::{
+    ExtraInputs, HostFs, KubeletLayout, NodeFs, NodeInputs, Report, diagnose_with,
+};
 
 /// Output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -166,9 +168,9 @@ fn run(args: &Args) -> Result<Report> {
             (Some(name), _) => dump.nodes.iter().find(|n| &n.name == name).cloned(),
             (None, 1) => dump.nodes.first().cloned(),
             (None, 0) => None,
-            (None, count) => bail!(
-                "--api-json holds {count} nodes; pass --node-name to choose one"
-            ),
+            (None, count) => {
+                bail!("--api-json holds {count} nodes; pass --node-name to choose one")
+            }
         },
     };
     let node_name = args
