@@ -136,12 +136,18 @@ pub(crate) fn volume_plan(volume: &GlobalVolumeReport, node: Option<&str>) -> Ve
             volume.unique_volume_name,
             keep_attachment(volume)
         ));
-        if !matches!(
+        if matches!(
             volume.class,
-            VolumeClass::OrphanedStaged | VolumeClass::StagedUnmounted
+            VolumeClass::InUse | VolumeClass::TrackedByPodDir | VolumeClass::PodDataUnreadable
         ) {
-            steps.push(cordon(node));
-            steps.push(unstage(volume));
+            // A pod still needs it: never unstage, have kubelet track it again.
+            steps.push(
+                "A pod still uses it: do not unstage it. Restart kubelet (with \
+                 --feature-gates=CSIGlobalMountReconstruction=true where available) so that it \
+                 rebuilds its state and reports the volume in volumesInUse again, then run the \
+                 doctor again."
+                    .to_owned(),
+            );
         }
     }
     if volume.flags.contains(&Flag::VolumeAttachmentDetached) {

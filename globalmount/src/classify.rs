@@ -293,7 +293,19 @@ pub fn diagnose_with(
     let NodeInputs {
         fs, layout, table, ..
     } = inputs;
-    let (fs, layout, table) = (*fs, *layout, *table);
+    let (fs, table) = (*fs, *table);
+    // Kubelet resolves the links in its root directory, and the mount table
+    // spells every mount with the target; so must every path built here.
+    let resolved_layout;
+    let mut root_given = extra.kubelet_root_given.clone();
+    let layout = match fs.resolve_symlinks(layout.root()) {
+        Ok(root) if root != layout.root() => {
+            root_given.get_or_insert_with(|| layout.root().to_path_buf());
+            resolved_layout = KubeletLayout::new(root);
+            &resolved_layout
+        }
+        _ => *layout,
+    };
     if let Err(source) = fs.read_dir(layout.root()) {
         return Err(DiagnoseError::KubeletRoot {
             path: layout.root().to_path_buf(),
@@ -450,15 +462,34 @@ pub fn diagnose_with(
     // A driver without STAGE_UNSTAGE_VOLUME leaves `globalmount` an empty
     // directory and mounts straight into the pod: a mounted pod volume with
     // no usable file and no other pairing belongs to the volume of its name.
+    // Besides the PV name, the name may be a `#`-separated field of the
+    // handle, where csi-driver-nfs and csi-driver-smb keep the subdirectory
+    // they provision for the PV (`server#share#<pv name>#...`).
     let paired_pods: std::collections::HashSet<usize> = pairs.keys().map(|&(pi, _)| pi).collect();
+    let mut unstaged_by_name: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (vi, v) in listing.volumes.iter().enumerate() {
+        if v.mode() != VolumeMode::Filesystem || facts[vi].holds_mounts {
+            continue;
+        }
+        let mut names: Vec<&str> = vec![v.spec.name.as_str()];
+        names.extend(owner_pv[vi].as_ref().map(|(pv, _)| pv.as_str()));
+        names.extend(v.spec.volume_handle.split('#').filter(|s| !s.is_empty()));
+        names.sort_unstable();
+        names.dedup();
+        for name in names {
+            unstaged_by_name.entry(name).or_default().push(vi);
+        }
+    }
     for (pi, pod) in pods.fs_volumes.iter().enumerate() {
         if pod.data_is_usable() || !pod_mount_mounted[pi] || paired_pods.contains(&pi) {
             continue;
         }
-        for &vi in fs_by_name.get(pod.name.as_str()).into_iter().flatten() {
-            if !facts[vi].holds_mounts {
-                pair(&mut pairs, pi, vi, PairedBy::NameWithoutStaging);
-            }
+        for &vi in unstaged_by_name
+            .get(pod.name.as_str())
+            .into_iter()
+            .flatten()
+        {
+            pair(&mut pairs, pi, vi, PairedBy::NameWithoutStaging);
         }
     }
     let mut pods_of_volume: Vec<Vec<usize>> = vec![Vec::new(); listing.volumes.len()];
@@ -802,8 +833,7 @@ pub fn diagnose_with(
 
     let mut report = Report {
         kubelet_root: display(layout.root()),
-        kubelet_root_given: extra
-            .kubelet_root_given
+        kubelet_root_given: root_given
             .as_deref()
             .filter(|given| clean_path(given) != layout.root())
             .map(display),

@@ -240,6 +240,9 @@ fn b4_pod_data_that_names_no_driver_is_unusable_too() {
 fn after_reboot_a_bad_pod_file_is_paired_by_name_and_the_fallback_declines() {
     // The known alpha gap: nothing is mounted, so the fallback has nothing to
     // follow; the report still shows the pod directory next to its volume.
+    // The pair is made through specVolID, which only a kubelet with KEP-6058
+    // writes into the global file (a released kubelet's file pairs only
+    // through the API: see real_nodes.rs).
     let node = FixtureNode::new();
     let global = node.stage_fs(DRIVER, HANDLE, Some("pvc-1"));
     let pod = node.pod_fs_volume("uid-1", "pvc-1", PodData::Missing);
@@ -382,6 +385,21 @@ fn b5_an_in_use_volume_missing_from_volumes_in_use_is_a_finding() {
     assert_eq!(v.class, VolumeClass::InUse);
     assert_eq!(v.flags, [Flag::AtRisk]);
     assert!(report.has_findings());
+    // A pod uses it: the plan has kubelet track it again and never unstages it.
+    assert!(
+        v.operator_plan
+            .iter()
+            .any(|step| step.contains("do not unstage it")),
+        "{:?}",
+        v.operator_plan
+    );
+    assert!(
+        !v.operator_plan
+            .iter()
+            .any(|step| step.starts_with("Have it unstaged")),
+        "{:?}",
+        v.operator_plan
+    );
 }
 
 fn attachments(json: &str) -> Vec<VolumeAttachmentView> {

@@ -345,12 +345,21 @@ fn a_driver_without_staging_with_an_empty_pod_file_is_paired_with_its_pod() {
     assert_eq!(p.paired_by, Some(PairedBy::NameWithoutStaging));
     assert_eq!(p.decline_reason, Some(DeclineReason::NoReference));
 
-    // A released kubelet's file has no specVolID: the PV dump names the volume.
+    // A released kubelet's file has no specVolID: csi-driver-nfs keeps the PV
+    // name as the handle's subdirectory field, and that pairs them.
     let (node, pod) = nfs_without_staging(PodData::Empty, None);
+    let report = node.diagnose();
     assert_eq!(
-        node.diagnose().global_volumes[0].class,
-        VolumeClass::StagedUnmounted
+        report.global_volumes[0].class,
+        VolumeClass::PodDataUnreadable
     );
+    assert_eq!(
+        report.pod_local[0].paired_by,
+        Some(PairedBy::NameWithoutStaging)
+    );
+    assert_eq!(report.global_volumes[0].pod_dirs, [s(&pod)]);
+
+    // A PV dump also names the claim.
     let mut dump = ApiDump::default();
     dump.add(
         br#"{"kind":"PersistentVolume","metadata":{"name":"pvc-nfs"},
@@ -621,4 +630,31 @@ fn the_sample_node_tree_reports_what_its_readme_says() {
         "vol-0def"
     );
     assert_eq!(report["globalVolumes"][0]["progress"]["state"], "unknown");
+}
+
+#[test]
+fn the_library_resolves_a_symlinked_root_too() {
+    let mut node = symlinked_root();
+    let orphan = node.stage_fs(EBS, "vol-0def", None);
+    node.mount("259:4", "/", gm(&orphan));
+    let fs = node.fs();
+    let table = node.table();
+    let given = csi_globalmount::KubeletLayout::new("/var/lib/kubelet");
+    let inputs = csi_globalmount::NodeInputs {
+        fs: &fs,
+        layout: &given,
+        table: &table,
+        mountinfo_source: "fixture".to_owned(),
+        node_name: Some(NODE.to_owned()),
+        node: None,
+        volume_attachments: None,
+    };
+    let report = csi_globalmount::diagnose(&inputs).expect("diagnose");
+    assert_eq!(report.kubelet_root, "/data/kubelet");
+    assert_eq!(
+        report.kubelet_root_given.as_deref(),
+        Some("/var/lib/kubelet")
+    );
+    assert_eq!(report.global_volumes[0].class, VolumeClass::OrphanedStaged);
+    assert!(report.global_volumes[0].mounted);
 }
