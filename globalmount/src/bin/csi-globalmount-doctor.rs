@@ -281,6 +281,9 @@ fn serve_metrics(addr: SocketAddr, metrics: Arc<DoctorMetrics>) -> Result<()> {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .with_context(|| format!("binding {addr}"))?;
+        // The bound address, which differs from ADDR when its port is 0.
+        let bound = listener.local_addr().context("reading the bound address")?;
+        eprintln!("csi-globalmount-doctor: serving metrics on http://{bound}/metrics");
         let app = axum::Router::new()
             .route(
                 "/metrics",

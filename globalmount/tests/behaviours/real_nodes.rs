@@ -658,3 +658,114 @@ fn the_library_resolves_a_symlinked_root_too() {
     assert_eq!(report.global_volumes[0].class, VolumeClass::OrphanedStaged);
     assert!(report.global_volumes[0].mounted);
 }
+
+#[test]
+fn a_mount_whose_data_files_are_both_gone_is_named_by_its_device() {
+    // Both vol_data.json files deleted (the #101791 cleanup race), the mounts intact.
+    let mut node = FixtureNode::new();
+    let global = node.stage_fs(EBS, "vol-0abc", None);
+    node.remove(global.join("vol_data.json"));
+    let pod = node.pod_fs_volume("uid-1", "pvc-1", PodData::Missing);
+    node.mount_with("259:3", "/", gm(&global), "xfs", "/dev/nvme1n1");
+    node.mount_with("259:3", "/", mnt(&pod), "xfs", "/dev/nvme1n1");
+    let unique = unique_volume_name(EBS, "vol-0abc");
+    let status = node_status(
+        std::slice::from_ref(&unique),
+        &[(unique.clone(), "/dev/nvme1n1")],
+    );
+    let node_view = parse_node(status.as_bytes(), Some(NODE)).expect("node");
+    let report = node.diagnose_with(Some(node_view), None);
+    assert!(report.global_volumes.is_empty());
+    let k = &report.skipped[0];
+    assert_eq!(k.reason, SkipReason::VoldataUnreadable);
+    assert!(k.mounted);
+    let mount = k.mount.as_ref().expect("mount");
+    assert_eq!(
+        (
+            mount.source.as_str(),
+            mount.fs_type.as_str(),
+            mount.device.as_str()
+        ),
+        ("/dev/nvme1n1", "xfs", "259:3")
+    );
+    assert_eq!(k.attached_device_path_matches, [unique]);
+    assert_eq!(k.pod_refs, [s(mnt(&pod))]);
+    assert_eq!(k.pod_dirs, [s(&pod)]);
+    assert!(
+        k.operator_plan
+            .iter()
+            .any(|step| step.contains("/dev/nvme1n1"))
+    );
+    assert_eq!(
+        report.pod_local[0].decline_reason,
+        Some(DeclineReason::NoUsableReference)
+    );
+}
+
+#[test]
+fn the_continuous_mode_prints_a_line_per_run_and_serves_metrics() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::process::Stdio;
+
+    let (node, _) = unstage_in_flight();
+    let mountinfo = node.write_mountinfo();
+    let mut child = crate::cli::doctor_command(&node, &mountinfo)
+        .args(["--interval", "1h", "--metrics-addr", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("doctor starts");
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
+
+    // The first run's report: one JSON document on one line.
+    let mut line = String::new();
+    stdout.read_line(&mut line).expect("a report line");
+    let report: Value = serde_json::from_str(&line).expect("one JSON document per line");
+    assert_eq!(report["summary"]["orphanedStaged"], 1);
+
+    let mut announce = String::new();
+    stderr
+        .read_line(&mut announce)
+        .expect("the metrics address");
+    let addr = announce
+        .trim()
+        .rsplit("http://")
+        .next()
+        .and_then(|rest| rest.strip_suffix("/metrics"))
+        .expect("address in the announcement")
+        .to_owned();
+    let scrape = || {
+        let mut stream = std::net::TcpStream::connect(&addr).expect("connect");
+        stream
+            .write_all(b"GET /metrics HTTP/1.1\r\nHost: doctor\r\nConnection: close\r\n\r\n")
+            .expect("request");
+        let mut response = String::new();
+        stream.read_to_string(&mut response).expect("response");
+        response
+    };
+    // The report line is printed before the run is recorded; give it a moment.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut metrics = scrape();
+    while !metrics.contains("csi_globalmount_doctor_runs_total{result=\"findings\"} 1")
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(20));
+        metrics = scrape();
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(metrics.starts_with("HTTP/1.1 200"), "{metrics}");
+    assert!(
+        metrics.contains("csi_globalmount_doctor_volumes{class=\"orphaned_staged\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("csi_globalmount_doctor_findings 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("csi_globalmount_doctor_runs_total{result=\"findings\"} 1"),
+        "{metrics}"
+    );
+}
