@@ -17,11 +17,14 @@
 //! * [`podlocal`]: the pod scan and the pod-local fallback.
 //! * [`plan`]: what kubelet with the feature would register.
 //! * [`api`]: Node and VolumeAttachment JSON.
-//! * [`classify`], [`report`]: the diagnosis.
+//! * [`classify`], [`report`]: the diagnosis, with a plan for each finding.
+//! * [`metrics`]: Prometheus metrics of runs, for the continuous mode.
 //!
 //! Nothing in this crate writes to the node, and the default file access
 //! ([`fs::HostFs::non_blocking`]) never enters a mount point, so a dead NFS or
-//! FUSE mount cannot hang it.
+//! FUSE mount cannot hang it. [`fs::HostFs::with_stat_probe`] adds the one
+//! stat kubelet's listing makes of a mounted `globalmount`, on a helper
+//! thread with a timeout.
 
 mod advice;
 pub mod api;

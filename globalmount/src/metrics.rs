@@ -10,7 +10,6 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use crate::discover::SkipReason;
 use crate::report::{Flag, Report, VolumeClass};
 
 /// Every class, so that each series exists (at 0) from the first run on and
@@ -174,7 +173,7 @@ impl DoctorMetrics {
         for skip in report.skipped.iter().filter(|s| s.mounted) {
             self.skipped_mounted
                 .get_or_create(&SkipLabels {
-                    reason: skip_reason(skip.reason),
+                    reason: skip.reason.as_str(),
                 })
                 .inc();
         }
@@ -215,10 +214,6 @@ impl DoctorMetrics {
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
     }
-}
-
-fn skip_reason(reason: SkipReason) -> &'static str {
-    reason.as_str()
 }
 
 fn gauge_value(count: usize) -> i64 {
