@@ -239,17 +239,20 @@ impl NodeFs for HostFs {
             return StatProbe::NotProbed;
         };
         // Absolute link targets must be read in host path space, so links are
-        // resolved here and the thread stats a path without any.
-        let target = match self.resolve_symlinks(path) {
-            Ok(target) => self.access_path(&target),
-            Err(e) => return StatProbe::Failed(e.to_string()),
-        };
+        // resolved before the stat. Both happen on the helper thread: even the
+        // lstat of a mount point asks the mounted filesystem, and may hang.
+        let fs = self.clone();
+        let path = path.to_path_buf();
         let (sender, receiver) = mpsc::channel();
         let spawned = std::thread::Builder::new()
             .name("stat-probe".to_owned())
             .spawn(move || {
+                let result = fs
+                    .resolve_symlinks(&path)
+                    .and_then(|target| std::fs::metadata(fs.access_path(&target)))
+                    .map(|_| ());
                 // The receiver may be gone after a timeout; nothing to tell then.
-                let _ = sender.send(std::fs::metadata(target).map(|_| ()));
+                let _ = sender.send(result);
             });
         if let Err(e) = spawned {
             return StatProbe::Failed(e.to_string());
