@@ -440,6 +440,75 @@ mod tests {
         );
     }
 
+    /// `SearchMountPoints` as upstream writes it: a backward scan for the
+    /// enclosing mount, then a forward scan for the references.
+    fn search_linear(entries: &[MountInfo], path: &Path) -> Option<Vec<PathBuf>> {
+        let path = clean_path(path);
+        let (enclosing, root) = entries.iter().rev().find_map(|m| {
+            path.strip_prefix(&m.mount_point)
+                .ok()
+                .map(|rest| (m, clean_path(&m.root.join(rest))))
+        })?;
+        Some(
+            entries
+                .iter()
+                .filter(|m| {
+                    m.id != enclosing.id
+                        && m.root == root
+                        && (m.major, m.minor) == (enclosing.major, enclosing.minor)
+                })
+                .map(|m| m.mount_point.clone())
+                .collect(),
+        )
+    }
+
+    fn beneath_linear(entries: &[MountInfo], path: &Path) -> Vec<PathBuf> {
+        let path = clean_path(path);
+        entries
+            .iter()
+            .filter(|m| m.mount_point != path && m.mount_point.starts_with(&path))
+            .map(|m| m.mount_point.clone())
+            .collect()
+    }
+
+    proptest::proptest! {
+        /// The indexes answer exactly what the scans of the whole table answer,
+        /// on tables with shadowed, nested and aliased mounts.
+        #[test]
+        fn the_indexes_agree_with_linear_scans(
+            mounts in proptest::collection::vec(
+                ("(/[ab]){0,3}", "(/[ab]){0,2}", 0i64..3), 1..12
+            ),
+            queries in proptest::collection::vec("(/[ab]){0,4}", 1..6),
+        ) {
+            let mut lines = vec!["1 0 8:1 / / rw - ext4 /dev/sda1 rw".to_owned()];
+            for (i, (mount_point, root, minor)) in mounts.iter().enumerate() {
+                let mount_point = if mount_point.is_empty() { "/" } else { mount_point };
+                let root = if root.is_empty() { "/" } else { root };
+                lines.push(format!("{} 1 8:{minor} {root} {mount_point} rw - ext4 /dev/x rw", i + 2));
+            }
+            let table = MountTable::parse(lines.join("\n")).unwrap();
+            for query in &queries {
+                let query = if query.is_empty() { "/" } else { query.as_str() };
+                let path = Path::new(query);
+                proptest::prop_assert_eq!(
+                    table.search_mount_points(path).ok(),
+                    search_linear(table.entries(), path)
+                );
+                let beneath: Vec<PathBuf> = table
+                    .mounts_beneath(path)
+                    .into_iter()
+                    .map(|m| m.mount_point.clone())
+                    .collect();
+                proptest::prop_assert_eq!(&beneath, &beneath_linear(table.entries(), path));
+                proptest::prop_assert_eq!(
+                    table.has_mounts_at_or_beneath(path),
+                    table.is_mount_point(path) || !beneath.is_empty()
+                );
+            }
+        }
+    }
+
     /// A clock that advances only when slept on.
     struct FakeClock {
         start: Instant,
