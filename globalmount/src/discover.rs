@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use thiserror::Error;
 
+use crate::error_chain;
 use crate::fs::{EntryKind, NodeFs};
 use crate::layout::{
     BLOCK_DATA_DIR, BLOCK_DEV_DIR, BLOCK_PUBLISH_DIR, BLOCK_STAGING_DIR, GLOBAL_MOUNT_DIR,
@@ -109,7 +110,8 @@ pub enum SkipReason {
     BlockNoSpecvolid,
     /// The `volumeDevices` subtree exists but could not be listed.
     BlockDirUnreadable,
-    /// The pre-1.14 `pv/<pvName>/globalmount` layout, which kubelet no longer lists.
+    /// The `pv/<pvName>/globalmount` layout kubelet used through 1.23, which
+    /// kubelet 1.24 and later no longer lists.
     LegacyPvLayout,
 }
 
@@ -155,7 +157,7 @@ pub struct Listing {
 
 /// The one failure that stops a listing.
 #[derive(Debug, Error)]
-#[error("listing {}: {source}", path.display())]
+#[error("listing {}", path.display())]
 pub struct ListError {
     /// The CSI plugin directory.
     pub path: PathBuf,
@@ -227,7 +229,7 @@ pub fn list_global_volumes(
                     listing.skipped.push(Skip {
                         reason: SkipReason::LegacyPvLayout,
                         detail: format!(
-                            "pre-1.14 layout {LEGACY_PV_DIR}/<pvName>/{GLOBAL_MOUNT_DIR}, not listed by kubelet ({}: {})",
+                            "layout {LEGACY_PV_DIR}/<pvName>/{GLOBAL_MOUNT_DIR} of kubelet 1.23 and older (replaced in 1.24 by kubernetes#107065), not listed by kubelet ({}: {})",
                             skip.reason.as_str(),
                             skip.detail
                         ),
@@ -261,7 +263,7 @@ fn load_identity(
     file: &str,
 ) -> Result<VolumeData, Skip> {
     let data = voldata::load(fs, data_dir)
-        .map_err(|e| skip(volume_dir, SkipReason::VoldataUnreadable, e.to_string()))?;
+        .map_err(|e| skip(volume_dir, SkipReason::VoldataUnreadable, error_chain(&e)))?;
     let missing = data.missing_identity_keys();
     if !missing.is_empty() {
         return Err(skip(

@@ -8,6 +8,10 @@
 use std::ffi::OsString;
 use std::io;
 use std::path::{Component, Path, PathBuf};
+use std::sync::mpsc;
+use std::time::{Duration, SystemTime};
+
+use crate::layout::clean_path;
 
 /// The type of a directory entry as the directory listing reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,7 +49,43 @@ pub trait NodeFs {
 
     /// Whether `path` exists, and as what. `Ok(None)` means it does not exist.
     fn entry_kind(&self, path: &Path) -> io::Result<Option<EntryKind>>;
+
+    /// `path` with every symbolic link resolved in host path space, as Go's
+    /// `filepath.EvalSymlinks` resolves kubelet's root directory. The default
+    /// resolves nothing.
+    fn resolve_symlinks(&self, path: &Path) -> io::Result<PathBuf> {
+        Ok(path.to_path_buf())
+    }
+
+    /// What kubelet's following `os.Stat` of `path` would see, without
+    /// risking a hang here. The default does not look.
+    fn probe_stat(&self, path: &Path) -> StatProbe {
+        let _ = path;
+        StatProbe::NotProbed
+    }
+
+    /// The modification time of a regular file, when the implementation knows it.
+    fn modified(&self, path: &Path) -> io::Result<Option<SystemTime>> {
+        let _ = path;
+        Ok(None)
+    }
 }
+
+/// The outcome of [`NodeFs::probe_stat`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StatProbe {
+    /// The stat succeeded: kubelet's would too.
+    Reachable,
+    /// The stat failed (a dangling link, or a dead mount: ENOTCONN, ESTALE, EIO).
+    Failed(String),
+    /// The stat did not return in time (an unresponsive NFS server).
+    TimedOut(Duration),
+    /// Not looked at.
+    NotProbed,
+}
+
+/// How many symbolic links a resolution follows before giving up (Linux's limit).
+const MAX_SYMLINKS: usize = 40;
 
 /// How [`HostFs::entry_kind`] decides that a path exists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,6 +104,7 @@ pub enum ExistenceCheck {
 pub struct HostFs {
     prefix: Option<PathBuf>,
     existence: ExistenceCheck,
+    stat_timeout: Option<Duration>,
 }
 
 impl HostFs {
@@ -72,7 +113,16 @@ impl HostFs {
         Self {
             prefix,
             existence: ExistenceCheck::ParentListing,
+            stat_timeout: None,
         }
+    }
+
+    /// Lets [`NodeFs::probe_stat`] stat a path on a helper thread, giving up
+    /// after `timeout`. A stat stuck on a dead NFS server then costs one
+    /// parked thread, never the run.
+    pub fn with_stat_probe(mut self, timeout: Duration) -> Self {
+        self.stat_timeout = Some(timeout);
+        self
     }
 
     /// Kubelet's own behaviour: existence is decided by a following `stat`.
@@ -80,6 +130,7 @@ impl HostFs {
         Self {
             prefix,
             existence: ExistenceCheck::StatFollowing,
+            stat_timeout: None,
         }
     }
 
@@ -134,6 +185,91 @@ impl NodeFs for HostFs {
                 Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
                 Err(e) => Err(e),
             },
+        }
+    }
+
+    fn resolve_symlinks(&self, path: &Path) -> io::Result<PathBuf> {
+        // Component by component, as EvalSymlinks does, but with absolute
+        // link targets taken from the host's root rather than this process's.
+        let mut resolved = PathBuf::from("/");
+        let mut pending: Vec<PathBuf> = vec![clean_path(path)];
+        let mut links = 0;
+        while let Some(next) = pending.pop() {
+            let mut components = next.components();
+            let Some(component) = components.next() else {
+                continue;
+            };
+            let rest = components.as_path().to_path_buf();
+            if !rest.as_os_str().is_empty() {
+                pending.push(rest);
+            }
+            match component {
+                Component::RootDir | Component::Prefix(_) => resolved = PathBuf::from("/"),
+                Component::CurDir => {}
+                Component::ParentDir => {
+                    resolved.pop();
+                }
+                Component::Normal(name) => {
+                    let candidate = resolved.join(name);
+                    let meta = std::fs::symlink_metadata(self.access_path(&candidate))?;
+                    if !meta.file_type().is_symlink() {
+                        resolved = candidate;
+                        continue;
+                    }
+                    links += 1;
+                    if links > MAX_SYMLINKS {
+                        return Err(io::Error::other(format!(
+                            "too many levels of symbolic links resolving {}",
+                            path.display()
+                        )));
+                    }
+                    let target = std::fs::read_link(self.access_path(&candidate))?;
+                    if target.is_absolute() {
+                        resolved = PathBuf::from("/");
+                    }
+                    pending.push(target);
+                }
+            }
+        }
+        Ok(resolved)
+    }
+
+    fn probe_stat(&self, path: &Path) -> StatProbe {
+        let Some(timeout) = self.stat_timeout else {
+            return StatProbe::NotProbed;
+        };
+        // Absolute link targets must be read in host path space, so links are
+        // resolved before the stat. Both happen on the helper thread: even the
+        // lstat of a mount point asks the mounted filesystem, and may hang.
+        let fs = self.clone();
+        let path = path.to_path_buf();
+        let (sender, receiver) = mpsc::channel();
+        let spawned = std::thread::Builder::new()
+            .name("stat-probe".to_owned())
+            .spawn(move || {
+                let result = fs
+                    .resolve_symlinks(&path)
+                    .and_then(|target| std::fs::metadata(fs.access_path(&target)))
+                    .map(|_| ());
+                // The receiver may be gone after a timeout; nothing to tell then.
+                let _ = sender.send(result);
+            });
+        if let Err(e) = spawned {
+            return StatProbe::Failed(e.to_string());
+        }
+        match receiver.recv_timeout(timeout) {
+            Ok(Ok(())) => StatProbe::Reachable,
+            Ok(Err(e)) => StatProbe::Failed(e.to_string()),
+            Err(_) => StatProbe::TimedOut(timeout),
+        }
+    }
+
+    fn modified(&self, path: &Path) -> io::Result<Option<SystemTime>> {
+        match std::fs::symlink_metadata(self.access_path(path)) {
+            Ok(meta) if meta.is_file() => meta.modified().map(Some),
+            Ok(_) => Ok(None),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
         }
     }
 }
@@ -191,6 +327,54 @@ mod tests {
         assert_eq!(listed[1].kind, EntryKind::File);
         assert_eq!(listed[2].kind, EntryKind::Dir);
         assert_eq!(listed[3].kind, EntryKind::Symlink);
+    }
+
+    #[test]
+    fn symlinks_resolve_in_host_path_space() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = |p: &str| dir.path().join(p.trim_start_matches('/'));
+        std::fs::create_dir_all(host("/data/kubelet/pods")).unwrap();
+        std::fs::create_dir_all(host("/var/lib")).unwrap();
+        // Absolute target: taken from the host root, not this process's.
+        std::os::unix::fs::symlink("/data/kubelet", host("/var/lib/kubelet")).unwrap();
+        // Relative target, through a link in the middle of the path.
+        std::os::unix::fs::symlink("../data", host("/var/data")).unwrap();
+        let fs = HostFs::non_blocking(Some(dir.path().to_path_buf()));
+        assert_eq!(
+            fs.resolve_symlinks(Path::new("/var/lib/kubelet")).unwrap(),
+            PathBuf::from("/data/kubelet")
+        );
+        assert_eq!(
+            fs.resolve_symlinks(Path::new("/var/data/kubelet/pods"))
+                .unwrap(),
+            PathBuf::from("/data/kubelet/pods")
+        );
+        assert_eq!(
+            fs.resolve_symlinks(Path::new("/var/lib/../lib/kubelet/"))
+                .unwrap(),
+            PathBuf::from("/data/kubelet")
+        );
+        std::os::unix::fs::symlink("loop", host("/loop")).unwrap();
+        assert!(fs.resolve_symlinks(Path::new("/loop")).is_err());
+        assert!(fs.resolve_symlinks(Path::new("/absent")).is_err());
+    }
+
+    #[test]
+    fn the_stat_probe_sees_a_dangling_link_and_a_live_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("live")).unwrap();
+        std::os::unix::fs::symlink("/gone", dir.path().join("dangling")).unwrap();
+        let fs = HostFs::non_blocking(Some(dir.path().to_path_buf()))
+            .with_stat_probe(Duration::from_secs(5));
+        assert_eq!(fs.probe_stat(Path::new("/live")), StatProbe::Reachable);
+        assert!(matches!(
+            fs.probe_stat(Path::new("/dangling")),
+            StatProbe::Failed(_)
+        ));
+        assert_eq!(
+            HostFs::non_blocking(None).probe_stat(dir.path()),
+            StatProbe::NotProbed
+        );
     }
 
     #[test]

@@ -21,7 +21,8 @@ pub const BLOCK_DATA_DIR: &str = "data";
 pub const BLOCK_DEV_DIR: &str = "dev";
 /// Directory of a pod CSI volume's mount point.
 pub const POD_MOUNT_DIR: &str = "mount";
-/// The driver directory of the pre-1.14 global mount layout `pv/<pvName>/globalmount`.
+/// The driver directory of the global mount layout `pv/<pvName>/globalmount`,
+/// used through kubelet 1.23 (kubernetes#107065 replaced it in 1.24).
 pub const LEGACY_PV_DIR: &str = "pv";
 
 /// Lowercase hex SHA-256 of `s` (Go's `fmt.Sprintf("%x", sha256.Sum256(...))`).

@@ -17,17 +17,22 @@
 //! * [`podlocal`]: the pod scan and the pod-local fallback.
 //! * [`plan`]: what kubelet with the feature would register.
 //! * [`api`]: Node and VolumeAttachment JSON.
-//! * [`classify`], [`report`]: the diagnosis.
+//! * [`classify`], [`report`]: the diagnosis, with a plan for each finding.
+//! * [`metrics`]: Prometheus metrics of runs, for the continuous mode.
 //!
 //! Nothing in this crate writes to the node, and the default file access
 //! ([`fs::HostFs::non_blocking`]) never enters a mount point, so a dead NFS or
-//! FUSE mount cannot hang it.
+//! FUSE mount cannot hang it. [`fs::HostFs::with_stat_probe`] adds the one
+//! stat kubelet's listing makes of a mounted `globalmount`, on a helper
+//! thread with a timeout.
 
+mod advice;
 pub mod api;
 pub mod classify;
 pub mod discover;
 pub mod fs;
 pub mod layout;
+pub mod metrics;
 pub mod mountinfo;
 pub mod mountrefs;
 pub mod plan;
@@ -38,7 +43,22 @@ pub mod voldata;
 #[cfg(test)]
 mod testfs;
 
-pub use classify::{DiagnoseError, NodeInputs, diagnose};
+/// An error and every error below it, outermost first, joined by `": "`.
+///
+/// Each error's own message describes only its layer, so this is how a cause
+/// reaches a report or a log line exactly once.
+pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+pub use classify::{DiagnoseError, ExtraInputs, NodeInputs, diagnose, diagnose_with};
 pub use discover::{GlobalVolume, Listing, Skip, SkipReason, VolumeMode, list_global_volumes};
 pub use fs::{HostFs, NodeFs};
 pub use layout::KubeletLayout;

@@ -279,7 +279,7 @@ impl MountInfoSource for MountInfoFile {
 #[derive(Debug, Error)]
 pub enum ConsistentReadError {
     /// The source could not be read at all.
-    #[error("reading {source_name}: {error}")]
+    #[error("reading {source_name}")]
     Io {
         /// The source.
         source_name: String,

@@ -17,8 +17,12 @@ pub enum PlannedAction {
     WouldRegisterUncertain,
     /// A block volume: registered through the block mapper, not as a device mount.
     WouldRegisterViaMapper,
-    /// The pod-directory walk reconstructs it (with or without the feature).
+    /// The pod-directory walk reconstructs it, and the listing does not have it.
     FromPodDir,
+    /// Neither path registers it: kubelet's stat of `globalmount` fails (a
+    /// dangling link, a dead mount), so the listing skips it, and no pod
+    /// directory names it.
+    WouldSkip,
 }
 
 impl PlannedAction {
@@ -28,6 +32,7 @@ impl PlannedAction {
             Self::WouldRegisterUncertain => "would_register_uncertain",
             Self::WouldRegisterViaMapper => "would_register_via_mapper",
             Self::FromPodDir => "from_pod_dir",
+            Self::WouldSkip => "would_skip",
         }
     }
 }
@@ -44,21 +49,21 @@ pub struct PlannedVolume {
 }
 
 /// Plans reconstruction. `pod_dir_volumes` are the unique names the pod
-/// directory walk reconstructs. Each unique name appears once: a volume both
-/// listed and found in a pod directory is the pod walk's, as kubelet queues it
-/// only once. With the gate off, nothing comes from the listing.
+/// directory walk reconstructs. Each unique name appears once. Kubelet runs
+/// the listing first and the pod walk then finds the volume already in its
+/// actual state, so a volume found both ways keeps the listing's entry.
+/// With the gate off, nothing comes from the listing.
 pub fn plan_reconstruction(
     gate_enabled: bool,
     listed: &[GlobalVolume],
     pod_dir_volumes: &[String],
 ) -> Vec<PlannedVolume> {
-    let from_pods: BTreeSet<&str> = pod_dir_volumes.iter().map(String::as_str).collect();
     let mut seen = BTreeSet::new();
     let mut plan = Vec::new();
     if gate_enabled {
         for volume in listed {
             let name = volume.unique_volume_name();
-            if from_pods.contains(name.as_str()) || !seen.insert(name.clone()) {
+            if !seen.insert(name.clone()) {
                 continue;
             }
             let action = match volume.mode() {

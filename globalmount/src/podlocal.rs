@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use thiserror::Error;
 
+use crate::error_chain;
 use crate::fs::{EntryKind, NodeFs};
 use crate::layout::{GLOBAL_MOUNT_DIR, KubeletLayout, POD_MOUNT_DIR};
 use crate::mountrefs::{MountRefsError, MountRefsLookup};
@@ -85,7 +86,7 @@ pub fn scan_pod_volumes(fs: &(impl NodeFs + ?Sized), layout: &KubeletLayout) -> 
             }
             let path = fs_dir.join(&entry.name);
             let data = voldata::load(fs, &path)
-                .map_err(|e| e.to_string())
+                .map_err(|e| error_chain(&e))
                 .and_then(|data| match data.missing_identity_keys().as_slice() {
                     [] => Ok(data),
                     missing => Err(format!(
@@ -184,7 +185,7 @@ pub enum FallbackError {
         rejected: Vec<RejectedReference>,
     },
     /// The mount references could not be computed.
-    #[error("looking up mount references of {}: {source}", mount_path.display())]
+    #[error("looking up mount references of {}", mount_path.display())]
     MountRefs {
         /// The pod mount point.
         mount_path: PathBuf,
@@ -261,7 +262,7 @@ pub fn find_global_mount_data_from_pod_mount(
         match voldata::load(fs, &data_dir) {
             Err(e) => rejected.push(RejectedReference {
                 path: reference,
-                reason: e.to_string(),
+                reason: error_chain(&e),
             }),
             Ok(data) if !data.missing_identity_keys().is_empty() => {
                 rejected.push(RejectedReference {

@@ -29,6 +29,10 @@ pub enum VolumeClass {
     /// A pod directory that refers to it has an unreadable `vol_data.json`
     /// (#101791): kubelet cannot reconstruct that pod volume without KEP-6058.
     PodDataUnreadable,
+    /// Mounted with no pod left, but kubelet still tracks it: the pod was just
+    /// deleted and UnmountDevice has not finished. Every pod deletion passes
+    /// through this state; `progress` names the signal that decided it.
+    UnstageInProgress,
 }
 
 impl VolumeClass {
@@ -48,8 +52,100 @@ impl VolumeClass {
             Self::OrphanedStaged => "orphaned_staged",
             Self::StagedUnmounted => "staged_unmounted",
             Self::PodDataUnreadable => "pod_data_unreadable",
+            Self::UnstageInProgress => "unstage_in_progress",
         }
     }
+}
+
+/// Whether a volume no pod uses is being unstaged or was lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Progress {
+    /// Kubelet still tracks it and will unstage it.
+    InProgress,
+    /// Kubelet no longer tracks it; nothing will unstage it.
+    Lost,
+    /// No signal could tell; treated as lost.
+    Unknown,
+}
+
+/// The input that decided [`Progress`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Signal {
+    /// `node.status.volumesInUse`: kubelet reports an attachable volume there
+    /// for as long as it tracks it.
+    VolumesInUse,
+    /// The kubelet's start time against the time the volume was staged.
+    KubeletStartTime,
+    /// Nothing was available.
+    None,
+}
+
+/// In progress or lost, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProgressReport {
+    /// The verdict.
+    pub state: Progress,
+    /// The signal that decided it.
+    pub decided_by: Signal,
+    /// The evidence, in words.
+    pub detail: String,
+}
+
+/// Where a volume's PersistentVolume name came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OwnerSource {
+    /// `specVolID` in the volume's own `vol_data.json`.
+    SpecVolId,
+    /// `spec.source.persistentVolumeName` of its VolumeAttachment.
+    VolumeAttachment,
+    /// A PersistentVolume whose `spec.csi` names this driver and handle.
+    PersistentVolume,
+}
+
+/// A pod that used a volume.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodRefReport {
+    /// Pod UID.
+    pub uid: String,
+    /// Namespace, when a pod dump names it.
+    pub namespace: Option<String>,
+    /// Name, when a pod dump names it.
+    pub name: Option<String>,
+    /// Where it was seen: `pod_dir`, `mount` or `claim` (a pod of the dump that mounts the claim).
+    pub seen_in: &'static str,
+}
+
+/// Who owns a volume, as far as the inputs tell.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OwnerReport {
+    /// The PersistentVolume name.
+    pub persistent_volume: Option<String>,
+    /// Where that name came from.
+    pub persistent_volume_source: Option<OwnerSource>,
+    /// The bound claim, `namespace/name`, from a PersistentVolume dump.
+    pub claim: Option<String>,
+    /// Pods that use or last used it.
+    pub pods: Vec<PodRefReport>,
+}
+
+/// A mount table entry, for identifying a mount whose data files are gone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MountReport {
+    /// Mount point.
+    pub mount_point: String,
+    /// Mount source (a device path, or `server:/export`).
+    pub source: String,
+    /// Filesystem type.
+    pub fs_type: String,
+    /// `major:minor`.
+    pub device: String,
 }
 
 /// A risk found by cross-checking with API objects.
@@ -105,6 +201,12 @@ pub struct ApiReport {
     pub device_path: Option<String>,
     /// The VolumeAttachment check.
     pub volume_attachment: Option<VolumeAttachmentReport>,
+    /// Whether the volume is attached through the attach/detach controller.
+    /// Only such volumes are reported in `volumesInUse`; null when unknown.
+    pub attachable: Option<bool>,
+    /// What decided `attachable`: `csi_driver`, `volumes_in_use`,
+    /// `volumes_attached` or `volume_attachment`.
+    pub attachable_source: Option<&'static str>,
 }
 
 /// One listed global volume.
@@ -157,6 +259,22 @@ pub struct GlobalVolumeReport {
     pub kubelet_plan: PlannedAction,
     /// The API cross-check; null when no API input was given.
     pub api: Option<ApiReport>,
+    /// Modification time of the volume's `vol_data.json`, which kubelet writes
+    /// just before staging (RFC 3339).
+    pub staged_at: Option<String>,
+    /// Whether kubelet's listing, which stats `globalmount` following links,
+    /// would see it. False for a dangling link or a dead mount.
+    pub kubelet_would_list: bool,
+    /// Why not, when it would not.
+    pub kubelet_would_list_detail: Option<String>,
+    /// The mount at the device mount path, when there is one.
+    pub mount: Option<MountReport>,
+    /// PV, claim and pods, as far as the inputs tell.
+    pub owner: OwnerReport,
+    /// For a mounted volume no pod uses: in progress or lost, and the deciding signal.
+    pub progress: Option<ProgressReport>,
+    /// What to do, step by step, following KEP-6058. Empty when nothing is needed.
+    pub operator_plan: Vec<String>,
 }
 
 impl GlobalVolumeReport {
@@ -180,6 +298,9 @@ pub enum PairedBy {
     /// Nothing is mounted at the pod mount any more and its name equals the
     /// volume's spec name: the after-reboot pair KEP-6058 cannot recover.
     Name,
+    /// The global mount holds nothing (a driver without STAGE_UNSTAGE_VOLUME
+    /// mounts straight into the pod) and the pod mount of the same name is mounted.
+    NameWithoutStaging,
 }
 
 /// What the fallback recovered for a pod-local directory.
@@ -245,6 +366,17 @@ pub struct SkipReport {
     /// Whether something is mounted at or below the entry. A mounted entry
     /// that kubelet will not list is never cleaned up by it, so it is a finding.
     pub mounted: bool,
+    /// The mount at the entry's `globalmount` (or the entry), when mounted.
+    pub mount: Option<MountReport>,
+    /// `volumesAttached` entries whose `devicePath` is that mount's source:
+    /// the way to name a mount whose data files are gone.
+    pub attached_device_path_matches: Vec<String>,
+    /// Pod mount points that share the mount's device and directory.
+    pub pod_refs: Vec<String>,
+    /// Pod volume directories of the same name (legacy `pv/<name>` layout).
+    pub pod_dirs: Vec<String>,
+    /// What to do, when the entry is mounted.
+    pub operator_plan: Vec<String>,
 }
 
 /// Counts.
@@ -263,6 +395,8 @@ pub struct Summary {
     pub staged_unmounted: usize,
     /// Class `pod_data_unreadable`.
     pub pod_data_unreadable: usize,
+    /// Class `unstage_in_progress`.
+    pub unstage_in_progress: usize,
     /// Volumes flagged `at_risk`.
     pub at_risk: usize,
     /// Pod-local directories with unusable data.
@@ -280,8 +414,13 @@ pub struct Summary {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Report {
-    /// The kubelet root, in host path space.
+    /// The kubelet root, in host path space, with symbolic links resolved as
+    /// kubelet resolves them.
     pub kubelet_root: String,
+    /// The root as given, when it differs from `kubeletRoot`.
+    pub kubelet_root_given: Option<String>,
+    /// When kubelet started, when given (RFC 3339).
+    pub kubelet_started_at: Option<String>,
     /// The node, when known.
     pub node_name: Option<String>,
     /// Where the mount table was read from.
@@ -320,6 +459,7 @@ impl Report {
             orphaned_staged: count(VolumeClass::OrphanedStaged),
             staged_unmounted: count(VolumeClass::StagedUnmounted),
             pod_data_unreadable: count(VolumeClass::PodDataUnreadable),
+            unstage_in_progress: count(VolumeClass::UnstageInProgress),
             at_risk: self
                 .global_volumes
                 .iter()
@@ -336,6 +476,50 @@ impl Report {
                 + self.pod_local.len()
                 + mounted_skipped,
         };
+    }
+
+    /// One line for node-problem-detector's custom plugin monitor, whose
+    /// exit-status convention (0 OK, 1 problem, 2 unknown) the doctor's
+    /// follows. The most pressing part comes first, as the monitor keeps
+    /// only the beginning of the line.
+    pub fn to_npd_line(&self) -> String {
+        let s = &self.summary;
+        if !self.has_findings() {
+            return format!("no findings on {} staged CSI volumes", s.global_volumes);
+        }
+        let mut parts: Vec<String> = [
+            ("orphaned_staged", s.orphaned_staged),
+            ("at_risk", s.at_risk),
+            ("pod_data_unreadable", s.pod_data_unreadable),
+            ("staged_unmounted", s.staged_unmounted),
+            ("pod_local_unreadable", s.pod_local_unreadable),
+            ("mounted_skipped", s.mounted_skipped),
+        ]
+        .into_iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(name, n)| format!("{name}={n}"))
+        .collect();
+        let first = self
+            .global_volumes
+            .iter()
+            .find(|v| v.is_finding())
+            .map(|v| {
+                v.owner
+                    .persistent_volume
+                    .clone()
+                    .unwrap_or_else(|| v.unique_volume_name.clone())
+            })
+            .or_else(|| self.pod_local.first().map(|p| p.path.clone()))
+            .or_else(|| {
+                self.skipped
+                    .iter()
+                    .find(|k| k.mounted)
+                    .map(|k| k.path.clone())
+            });
+        if let Some(first) = first {
+            parts.push(format!("first: {first}"));
+        }
+        format!("{} findings: {}", s.findings, parts.join(" "))
     }
 
     /// A plain-text rendering for people.
@@ -378,6 +562,43 @@ impl Report {
                 v.pod_dirs.len(),
                 v.kubelet_plan.as_str()
             );
+            if let Some(pv) = &v.owner.persistent_volume {
+                let pods: Vec<String> = v
+                    .owner
+                    .pods
+                    .iter()
+                    .map(|p| match (&p.namespace, &p.name) {
+                        (Some(ns), Some(name)) => format!("{ns}/{name}"),
+                        _ => p.uid.clone(),
+                    })
+                    .collect();
+                let _ = writeln!(
+                    out,
+                    "      owner: pv {pv}{}{}",
+                    v.owner
+                        .claim
+                        .as_deref()
+                        .map(|c| format!("  claim {c}"))
+                        .unwrap_or_default(),
+                    if pods.is_empty() {
+                        String::new()
+                    } else {
+                        format!("  pods {}", pods.join(", "))
+                    }
+                );
+            }
+            if let Some(p) = &v.progress {
+                let _ = writeln!(
+                    out,
+                    "      progress: {}  decided by: {}  ({})",
+                    serde_plain(&p.state),
+                    serde_plain(&p.decided_by),
+                    p.detail
+                );
+            }
+            if let Some(detail) = &v.kubelet_would_list_detail {
+                let _ = writeln!(out, "      kubelet would not list it: {detail}");
+            }
             if let Some(api) = &v.api {
                 let in_use = match api.in_volumes_in_use {
                     Some(true) => "yes",
@@ -396,6 +617,7 @@ impl Report {
                 };
                 let _ = writeln!(out, "      volumesInUse: {in_use}  VolumeAttachment: {va}");
             }
+            write_plan(&mut out, &v.operator_plan);
         }
         if !self.pod_local.is_empty() {
             let _ = writeln!(
@@ -445,6 +667,7 @@ impl Report {
                 if let Some(expected) = &s.expected {
                     let _ = writeln!(out, "      expected: {expected}");
                 }
+                write_plan(&mut out, &s.operator_plan);
             }
         }
         if !self.warnings.is_empty() {
@@ -456,7 +679,7 @@ impl Report {
         let s = &self.summary;
         let _ = writeln!(
             out,
-            "\nsummary: {} global volumes ({} in_use, {} tracked_by_pod_dir, {} orphaned_staged, {} staged_unmounted, {} pod_data_unreadable, {} at_risk), {} pod-local unreadable, {} skipped ({} mounted); {} findings",
+            "\nsummary: {} global volumes ({} in_use, {} tracked_by_pod_dir, {} orphaned_staged, {} staged_unmounted, {} pod_data_unreadable, {} at_risk{}), {} pod-local unreadable, {} skipped ({} mounted); {} findings",
             s.global_volumes,
             s.in_use,
             s.tracked_by_pod_dir,
@@ -464,11 +687,106 @@ impl Report {
             s.staged_unmounted,
             s.pod_data_unreadable,
             s.at_risk,
+            if s.unstage_in_progress > 0 {
+                format!(", {} unstage_in_progress", s.unstage_in_progress)
+            } else {
+                String::new()
+            },
             s.pod_local_unreadable,
             s.skipped,
             s.mounted_skipped,
             s.findings
         );
         out
+    }
+}
+
+fn write_plan(out: &mut String, plan: &[String]) {
+    if plan.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "      plan:");
+    for (i, step) in plan.iter().enumerate() {
+        let _ = writeln!(out, "        {}. {step}", i + 1);
+    }
+}
+
+/// The serde name of a unit variant, for text output.
+fn serde_plain(value: &impl Serialize) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(s)) => s,
+        _ => String::new(),
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::discover::{SpecVolIdSource, VolumeMode};
+
+    pub(crate) fn volume(class: VolumeClass) -> GlobalVolumeReport {
+        GlobalVolumeReport {
+            mode: VolumeMode::Filesystem,
+            driver: "d".into(),
+            volume_handle: "h".into(),
+            spec_vol_id: None,
+            spec_name: "h".into(),
+            spec_vol_id_source: SpecVolIdSource::Handle,
+            unique_volume_name: "kubernetes.io/csi/d^h".into(),
+            attachment_name: None,
+            device_mount_path: "/var/lib/kubelet/plugins/kubernetes.io/csi/d/x/globalmount".into(),
+            staging_path: None,
+            se_linux_mount_context: None,
+            mounted: true,
+            nested_mounts: Vec::new(),
+            pod_refs: Vec::new(),
+            other_refs: Vec::new(),
+            dev_mounts: Vec::new(),
+            publish_entries: Vec::new(),
+            pod_dirs: Vec::new(),
+            class,
+            flags: Vec::new(),
+            kubelet_plan: PlannedAction::WouldRegisterUncertain,
+            api: None,
+            staged_at: None,
+            kubelet_would_list: true,
+            kubelet_would_list_detail: None,
+            mount: None,
+            owner: OwnerReport {
+                persistent_volume: Some("pvc-1".into()),
+                persistent_volume_source: Some(OwnerSource::PersistentVolume),
+                claim: None,
+                pods: Vec::new(),
+            },
+            progress: None,
+            operator_plan: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_npd_line_leads_with_what_matters() {
+        let mut report = Report {
+            kubelet_root: "/var/lib/kubelet".into(),
+            kubelet_root_given: None,
+            kubelet_started_at: None,
+            node_name: None,
+            mountinfo_source: "test".into(),
+            global_volumes: vec![volume(VolumeClass::InUse)],
+            pod_local: Vec::new(),
+            skipped: Vec::new(),
+            warnings: Vec::new(),
+            summary: Summary::default(),
+        };
+        report.summarize();
+        assert_eq!(report.to_npd_line(), "no findings on 1 staged CSI volumes");
+        report
+            .global_volumes
+            .push(volume(VolumeClass::OrphanedStaged));
+        report.summarize();
+        assert_eq!(
+            report.to_npd_line(),
+            "1 findings: orphaned_staged=1 first: pvc-1"
+        );
+        assert!(!report.to_npd_line().contains('\n'));
     }
 }

@@ -101,7 +101,7 @@ impl VolumeData {
 #[derive(Debug, Error)]
 pub enum VolDataError {
     /// The file could not be read.
-    #[error("reading {path}: {source}")]
+    #[error("reading {}", path.display())]
     Read {
         /// The file.
         path: PathBuf,
@@ -110,7 +110,7 @@ pub enum VolDataError {
         source: std::io::Error,
     },
     /// The content is not a JSON object of strings.
-    #[error("decoding {path}: {source}")]
+    #[error("decoding {}", path.display())]
     Decode {
         /// The file.
         path: PathBuf,

@@ -2,34 +2,46 @@
 //! node, which of them kubelet has lost track of, and which are at risk of
 //! being detached while still mounted (KEP-6058).
 //!
-//! Exit status: 0 clean, 1 findings, 2 error. It never unmounts, removes,
-//! writes or calls a CSI driver, and never looks inside a global mount.
+//! Exit status: 0 clean, 1 findings, 2 error (node-problem-detector's
+//! convention). It never unmounts, removes, writes or calls a CSI driver, and
+//! never lists or reads inside a global mount. With `--interval` it runs until
+//! stopped, printing one report per run and serving metrics.
 
 use std::io::Write as _;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, ValueEnum};
-use csi_globalmount::api::{parse_node, parse_volume_attachments};
+use csi_globalmount::api::{ApiDump, parse_node, parse_volume_attachments};
+use csi_globalmount::metrics::DoctorMetrics;
 use csi_globalmount::mountinfo::MountInfoFile;
-use csi_globalmount::mountrefs::{RetryPolicy, SystemClock, read_mount_table};
-use csi_globalmount::{HostFs, KubeletLayout, NodeInputs, Report, diagnose};
+use csi_globalmount::mountrefs::{MountRefsError, RetryPolicy, SystemClock, read_mount_table};
+use csi_globalmount::{
+    ExtraInputs, HostFs, KubeletLayout, NodeFs, NodeInputs, Report, diagnose_with,
+};
 
 /// Output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Format {
     /// The JSON report.
     Json,
-    /// A summary for people.
+    /// A summary for people, with a plan for each finding.
     Text,
+    /// One line for a node-problem-detector custom plugin.
+    #[value(alias = "node-problem-detector")]
+    Npd,
 }
 
 /// Finds CSI global mounts on this node and the ones kubelet lost track of. Read-only.
 #[derive(Debug, Parser)]
-#[command(version)]
+#[command(name = "csi-globalmount-doctor", version)]
 struct Args {
-    /// Kubelet root directory, spelled as the mount table spells it.
+    /// Kubelet root directory (`--root-dir`). Symbolic links in it are
+    /// resolved as kubelet resolves them.
     #[arg(
         long,
         env = "CSI_GLOBALMOUNT_KUBELET_ROOT",
@@ -64,9 +76,49 @@ struct Args {
     #[arg(long, env = "CSI_GLOBALMOUNT_VOLUMEATTACHMENTS_JSON")]
     volumeattachments_json: Option<PathBuf>,
 
+    /// Any other `kubectl get ... -o json` output: Nodes, VolumeAttachments,
+    /// PersistentVolumes, Pods, CSIDrivers, or a List mixing them. Names each
+    /// volume's PV, claim and pods, and tells attachable drivers apart.
+    /// Repeatable; comma-separated in the environment.
+    #[arg(long, env = "CSI_GLOBALMOUNT_API_JSON", value_delimiter = ',')]
+    api_json: Vec<PathBuf>,
+
+    /// When kubelet started (RFC 3339, for example from
+    /// `systemctl show kubelet -p ActiveEnterTimestamp`). Tells an unstage in
+    /// progress from a lost volume when volumesInUse cannot.
+    #[arg(long, env = "CSI_GLOBALMOUNT_KUBELET_START_TIME", value_parser = parse_time)]
+    kubelet_start_time: Option<SystemTime>,
+
+    /// How long to wait for a stat of a mounted or symlinked `globalmount`,
+    /// which tells whether kubelet's listing would skip it; 0s never stats.
+    #[arg(
+        long,
+        env = "CSI_GLOBALMOUNT_STAT_TIMEOUT",
+        default_value = "2s",
+        value_parser = humantime::parse_duration
+    )]
+    stat_timeout: Duration,
+
+    /// Run again every INTERVAL (for example 10m) until stopped, printing one
+    /// report per run; without it the doctor runs once and exits.
+    #[arg(long, env = "CSI_GLOBALMOUNT_INTERVAL", value_parser = humantime::parse_duration)]
+    interval: Option<Duration>,
+
+    /// With --interval: serve Prometheus metrics on ADDR at /metrics.
+    #[arg(long, env = "CSI_GLOBALMOUNT_METRICS_ADDR", requires = "interval")]
+    metrics_addr: Option<SocketAddr>,
+
     /// Output format.
     #[arg(long, env = "CSI_GLOBALMOUNT_FORMAT", value_enum, default_value_t = Format::Json)]
     format: Format,
+}
+
+fn parse_time(text: &str) -> Result<SystemTime, humantime::TimestampError> {
+    humantime::parse_rfc3339_weak(text)
+}
+
+fn read(path: &PathBuf) -> Result<Vec<u8>> {
+    std::fs::read(path).with_context(|| format!("reading {}", path.display()))
 }
 
 fn run(args: &Args) -> Result<Report> {
@@ -76,24 +128,50 @@ fn run(args: &Args) -> Result<Report> {
             args.kubelet_root.display()
         );
     }
-    let layout = KubeletLayout::new(&args.kubelet_root);
-    let fs = HostFs::non_blocking(args.host_prefix.clone());
+    let mut fs = HostFs::non_blocking(args.host_prefix.clone());
+    if !args.stat_timeout.is_zero() {
+        fs = fs.with_stat_probe(args.stat_timeout);
+    }
+    // Kubelet resolves its root directory's links; the mount table spells the target.
+    let root = match fs.resolve_symlinks(&args.kubelet_root) {
+        Ok(root) => root,
+        // A missing root is reported by the diagnosis, naming the root as given.
+        Err(_) => args.kubelet_root.clone(),
+    };
+    let layout = KubeletLayout::new(&root);
 
     let mut source = MountInfoFile::new(&args.mountinfo);
-    let table = read_mount_table(&mut source, RetryPolicy::default(), &SystemClock)
-        .with_context(|| format!("reading mount table {}", args.mountinfo.display()))?;
+    let table = read_mount_table(&mut source, RetryPolicy::default(), &SystemClock).map_err(
+        |e| match e {
+            // The parse error names the line, not the file.
+            MountRefsError::Parse(_) => {
+                anyhow::Error::new(e).context(format!("parsing {}", args.mountinfo.display()))
+            }
+            other => anyhow::Error::new(other),
+        },
+    )?;
+
+    let mut dump = ApiDump::default();
+    for path in &args.api_json {
+        dump.add(&read(path)?)
+            .with_context(|| format!("reading {}", path.display()))?;
+    }
 
     let node = match &args.node_json {
-        None => None,
-        Some(path) => {
-            let bytes =
-                std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-            // With --node-name, a node of another name is an error rather than
-            // a silent cross-check against the wrong node.
-            let node = parse_node(&bytes, args.node_name.as_deref())
-                .with_context(|| format!("reading {}", path.display()))?;
-            Some(node)
-        }
+        // With --node-name, a node of another name is an error rather than
+        // a silent cross-check against the wrong node.
+        Some(path) => Some(
+            parse_node(&read(path)?, args.node_name.as_deref())
+                .with_context(|| format!("reading {}", path.display()))?,
+        ),
+        None => match (&args.node_name, dump.nodes.len()) {
+            (Some(name), _) => dump.nodes.iter().find(|n| &n.name == name).cloned(),
+            (None, 1) => dump.nodes.first().cloned(),
+            (None, 0) => None,
+            (None, count) => {
+                bail!("--api-json holds {count} nodes; pass --node-name to choose one")
+            }
+        },
     };
     let node_name = args
         .node_name
@@ -101,20 +179,20 @@ fn run(args: &Args) -> Result<Report> {
         .or_else(|| node.as_ref().map(|n| n.name.clone()));
 
     let volume_attachments = match &args.volumeattachments_json {
-        None => None,
         Some(path) => {
             if node_name.is_none() {
                 bail!(
                     "--volumeattachments-json needs --node-name or --node-json to compute attachment names"
                 );
             }
-            let bytes =
-                std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
             Some(
-                parse_volume_attachments(&bytes)
+                parse_volume_attachments(&read(path)?)
                     .with_context(|| format!("reading {}", path.display()))?,
             )
         }
+        None => dump
+            .has_kind("VolumeAttachment")
+            .then(|| dump.volume_attachments.clone()),
     };
 
     let inputs = NodeInputs {
@@ -126,36 +204,137 @@ fn run(args: &Args) -> Result<Report> {
         node,
         volume_attachments,
     };
-    Ok(diagnose(&inputs)?)
+    let extra = ExtraInputs {
+        persistent_volumes: dump
+            .has_kind("PersistentVolume")
+            .then(|| dump.persistent_volumes.clone()),
+        pods: dump.has_kind("Pod").then(|| dump.pods.clone()),
+        csi_drivers: dump.has_kind("CSIDriver").then(|| dump.csi_drivers.clone()),
+        kubelet_started_at: args.kubelet_start_time,
+        kubelet_root_given: Some(args.kubelet_root.clone()),
+    };
+    Ok(diagnose_with(&inputs, &extra)?)
+}
+
+fn render(report: &Report, format: Format, continuous: bool) -> Result<String> {
+    Ok(match format {
+        // One document per line when running continuously, so that log
+        // collectors keep each run's report whole.
+        Format::Json if continuous => serde_json::to_string(report)? + "\n",
+        Format::Json => serde_json::to_string_pretty(report)? + "\n",
+        Format::Text => report.to_text(),
+        Format::Npd => report.to_npd_line() + "\n",
+    })
+}
+
+fn print(text: &str) -> Result<()> {
+    std::io::stdout()
+        .write_all(text.as_bytes())
+        .context("writing the report")
+}
+
+fn once(args: &Args) -> ExitCode {
+    let outcome = run(args).and_then(|report| {
+        print(&render(&report, args.format, false)?)?;
+        Ok(report.has_findings())
+    });
+    match outcome {
+        Ok(true) => ExitCode::from(1),
+        Ok(false) => ExitCode::SUCCESS,
+        Err(e) => {
+            if args.format == Format::Npd {
+                // node-problem-detector reads the message from stdout.
+                let _ = print(&format!("error: {e:#}\n"));
+            }
+            eprintln!("csi-globalmount-doctor: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Runs forever: one report per interval; failures are logged and counted,
+/// never fatal, since the next run may succeed.
+fn every(args: &Args, interval: Duration, metrics: &DoctorMetrics) {
+    loop {
+        let started = Instant::now();
+        match run(args).and_then(|report| {
+            print(&render(&report, args.format, true)?)?;
+            Ok(report)
+        }) {
+            Ok(report) => metrics.record(&report, started.elapsed()),
+            Err(e) => {
+                eprintln!("csi-globalmount-doctor: {e:#}");
+                metrics.record_error(started.elapsed());
+            }
+        }
+        std::thread::sleep(interval.saturating_sub(started.elapsed()));
+    }
+}
+
+fn serve_metrics(addr: SocketAddr, metrics: Arc<DoctorMetrics>) -> Result<()> {
+    use axum::routing::get;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the metrics server")?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("binding {addr}"))?;
+        // The bound address, which differs from ADDR when its port is 0.
+        let bound = listener.local_addr().context("reading the bound address")?;
+        eprintln!("csi-globalmount-doctor: serving metrics on http://{bound}/metrics");
+        let app = axum::Router::new()
+            .route(
+                "/metrics",
+                get(move || {
+                    let metrics = Arc::clone(&metrics);
+                    async move {
+                        (
+                            [(
+                                axum::http::header::CONTENT_TYPE,
+                                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                            )],
+                            metrics.encode(),
+                        )
+                    }
+                }),
+            )
+            .route("/healthz", get(|| async { "ok" }));
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async {
+                let _ = tokio::signal::ctrl_c().await;
+            })
+            .await
+            .context("serving metrics")
+    })
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    match run(&args) {
-        Ok(report) => {
-            let rendered = match args.format {
-                Format::Json => match serde_json::to_string_pretty(&report) {
-                    Ok(json) => json + "\n",
-                    Err(e) => {
-                        eprintln!("csi-globalmount-doctor: encoding the report: {e}");
-                        return ExitCode::from(2);
-                    }
-                },
-                Format::Text => report.to_text(),
-            };
-            if let Err(e) = std::io::stdout().write_all(rendered.as_bytes()) {
-                eprintln!("csi-globalmount-doctor: writing the report: {e}");
-                return ExitCode::from(2);
-            }
-            if report.has_findings() {
-                ExitCode::from(1)
-            } else {
-                ExitCode::SUCCESS
-            }
+    let Some(interval) = args.interval else {
+        return once(&args);
+    };
+    if interval.is_zero() {
+        eprintln!("csi-globalmount-doctor: --interval must be above 0");
+        return ExitCode::from(2);
+    }
+    let metrics = Arc::new(DoctorMetrics::new());
+    match args.metrics_addr {
+        None => {
+            every(&args, interval, &metrics);
+            ExitCode::SUCCESS
         }
-        Err(e) => {
-            eprintln!("csi-globalmount-doctor: {e:#}");
-            ExitCode::from(2)
+        Some(addr) => {
+            let runner = Arc::clone(&metrics);
+            std::thread::spawn(move || every(&args, interval, &runner));
+            match serve_metrics(addr, metrics) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("csi-globalmount-doctor: {e:#}");
+                    ExitCode::from(2)
+                }
+            }
         }
     }
 }

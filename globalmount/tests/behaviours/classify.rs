@@ -52,7 +52,9 @@ fn b1_a_published_filesystem_volume_is_in_use() {
     assert_eq!(v.pod_refs, [s(mnt(&pod))]);
     assert_eq!(v.pod_dirs, [s(&pod)]);
     assert_eq!(v.device_mount_path, s(gm(&global)));
-    assert_eq!(v.kubelet_plan, PlannedAction::FromPodDir);
+    // Kubelet lists global volumes before it walks the pod directories, so a
+    // volume found both ways keeps the listing's registration.
+    assert_eq!(v.kubelet_plan, PlannedAction::WouldRegisterUncertain);
     assert!(!report.has_findings(), "{report:#?}");
     assert!(report.pod_local.is_empty());
 }
@@ -80,11 +82,40 @@ fn b1_a_mapped_block_volume_is_in_use() {
 }
 
 #[test]
-fn b1_only_a_publish_entry_still_counts_as_in_use() {
+fn b1_a_publish_entry_with_the_device_bound_on_it_is_in_use() {
+    // NodePublishVolume bind mounts the device onto the publish file.
+    let mut node = FixtureNode::new();
+    node.stage_block("pvc-b", "blk.csi.io", "blk-b");
+    let publish = node.layout.block_publish_dir("pvc-b").join("uid-1");
+    node.write(&publish, "");
+    node.mount_with("0:5", "/sdc", &publish, "devtmpfs", "udev");
+    let report = node.diagnose();
+    assert_eq!(only_volume(&report).class, VolumeClass::InUse);
+    assert!(!report.has_findings());
+}
+
+#[test]
+fn b2_a_block_volume_left_over_after_a_reboot_is_not_in_use() {
+    // As a reboot leaves a mapped block volume (the listing in jsafrane's
+    // comment on kubernetes#84625): staging/<pv>/ present, a 0-byte
+    // publish/<pv>/<podUID> file, no pod directory, nothing mounted.
     let node = FixtureNode::new();
     node.stage_block("pvc-b", "blk.csi.io", "blk-b");
-    node.write(node.layout.block_publish_dir("pvc-b").join("uid-1"), "");
-    assert_eq!(only_volume(&node.diagnose()).class, VolumeClass::InUse);
+    let publish = node.layout.block_publish_dir("pvc-b").join("uid-1");
+    node.write(&publish, "");
+    let report = node.diagnose();
+    let v = only_volume(&report);
+    assert_eq!(v.class, VolumeClass::OrphanedStaged);
+    assert_eq!(v.publish_entries, [s(&publish)]);
+    assert_eq!(v.kubelet_plan, PlannedAction::WouldRegisterViaMapper);
+    assert!(report.has_findings());
+    assert!(
+        v.operator_plan
+            .iter()
+            .any(|step| step.contains("NodeUnstageVolume")),
+        "{:?}",
+        v.operator_plan
+    );
 }
 
 #[test]
@@ -124,7 +155,7 @@ fn b2_a_block_volume_with_a_pod_map_entry_is_tracked_by_the_pod_dir() {
     let v = only_volume(&report);
     assert_eq!(v.class, VolumeClass::TrackedByPodDir);
     assert_eq!(v.pod_dirs, [s(&map)]);
-    assert_eq!(v.kubelet_plan, PlannedAction::FromPodDir);
+    assert_eq!(v.kubelet_plan, PlannedAction::WouldRegisterViaMapper);
 }
 
 #[test]
@@ -186,8 +217,8 @@ fn b4_pod_data_unreadable_for_missing_truncated_and_empty_files() {
         assert_eq!(p.decline_reason, None);
         assert_eq!(p.paired_global_volume, Some(s(gm(&global))));
         assert_eq!(p.paired_by, Some(PairedBy::Fallback));
-        // With the gate on, the recovered pod volume is reconstructed from the pod dir.
-        assert_eq!(v.kubelet_plan, PlannedAction::FromPodDir);
+        // With the gate on, the listing registers it before the pod walk.
+        assert_eq!(v.kubelet_plan, PlannedAction::WouldRegisterUncertain);
         assert!(report.has_findings());
         assert_eq!(report.summary.findings, 2, "{data:?}");
     }
@@ -209,6 +240,9 @@ fn b4_pod_data_that_names_no_driver_is_unusable_too() {
 fn after_reboot_a_bad_pod_file_is_paired_by_name_and_the_fallback_declines() {
     // The known alpha gap: nothing is mounted, so the fallback has nothing to
     // follow; the report still shows the pod directory next to its volume.
+    // The pair is made through specVolID, which only a kubelet with KEP-6058
+    // writes into the global file (a released kubelet's file pairs only
+    // through the API: see real_nodes.rs).
     let node = FixtureNode::new();
     let global = node.stage_fs(DRIVER, HANDLE, Some("pvc-1"));
     let pod = node.pod_fs_volume("uid-1", "pvc-1", PodData::Missing);
@@ -325,16 +359,13 @@ fn b5_a_staged_volume_missing_from_volumes_in_use_is_at_risk() {
     assert_eq!(api.device_path.as_deref(), Some("/dev/xvdf"));
     assert_eq!(report.summary.at_risk, 1);
 
-    // volumesInUse absent altogether: nothing protects it either.
+    // Neither list names it: a driver with attachRequired: false is never in
+    // volumesInUse, so with nothing saying the volume is attachable there is no flag.
     let report = node.diagnose_with(Some(node_json(None)), None);
-    assert_eq!(only_volume(&report).flags, [Flag::AtRisk]);
-    assert_eq!(
-        only_volume(&report)
-            .api
-            .as_ref()
-            .and_then(|a| a.in_volumes_attached),
-        Some(false)
-    );
+    assert!(only_volume(&report).flags.is_empty());
+    let api = only_volume(&report).api.clone().expect("api section");
+    assert_eq!(api.in_volumes_attached, Some(false));
+    assert_eq!(api.attachable, None);
 
     // Listed in volumesInUse: not at risk.
     let report = node.diagnose_with(Some(node_json(Some(vec![unique.as_str()]))), None);
@@ -354,6 +385,21 @@ fn b5_an_in_use_volume_missing_from_volumes_in_use_is_a_finding() {
     assert_eq!(v.class, VolumeClass::InUse);
     assert_eq!(v.flags, [Flag::AtRisk]);
     assert!(report.has_findings());
+    // A pod uses it: the plan has kubelet track it again and never unstages it.
+    assert!(
+        v.operator_plan
+            .iter()
+            .any(|step| step.contains("do not unstage it")),
+        "{:?}",
+        v.operator_plan
+    );
+    assert!(
+        !v.operator_plan
+            .iter()
+            .any(|step| step.starts_with("Have it unstaged")),
+        "{:?}",
+        v.operator_plan
+    );
 }
 
 fn attachments(json: &str) -> Vec<VolumeAttachmentView> {
@@ -561,7 +607,8 @@ fn g1_g2_g3_g4_the_reconstruction_plan() {
             unique_volume_name("blk.csi.io", "blk-b"),
             PlannedAction::WouldRegisterViaMapper,
         ),
-        (both.clone(), PlannedAction::FromPodDir),
+        // Listed first, so the listing's registration stands (9 of the review).
+        (both.clone(), PlannedAction::WouldRegisterUncertain),
         (pod_only.clone(), PlannedAction::FromPodDir),
     ];
     // Listing order decides the first two; sort both sides to compare.

@@ -23,7 +23,7 @@ const ENV_VARS: [&str; 7] = [
     "CSI_GLOBALMOUNT_FORMAT",
 ];
 
-fn bare_command() -> Command {
+pub(crate) fn bare_command() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_csi-globalmount-doctor"));
     // The caller's environment must not configure the binary behind the test's back.
     for var in ENV_VARS {
@@ -32,7 +32,7 @@ fn bare_command() -> Command {
     cmd
 }
 
-fn doctor_command(node: &FixtureNode, mountinfo: &Path) -> Command {
+pub(crate) fn doctor_command(node: &FixtureNode, mountinfo: &Path) -> Command {
     let mut cmd = bare_command();
     cmd.arg("--kubelet-root")
         .arg(node.layout.root())
@@ -43,7 +43,7 @@ fn doctor_command(node: &FixtureNode, mountinfo: &Path) -> Command {
     cmd
 }
 
-fn run(node: &FixtureNode, extra: &[&str]) -> Output {
+pub(crate) fn run(node: &FixtureNode, extra: &[&str]) -> Output {
     let mountinfo = node.write_mountinfo();
     doctor_command(node, &mountinfo)
         .args(extra)
@@ -51,7 +51,7 @@ fn run(node: &FixtureNode, extra: &[&str]) -> Output {
         .expect("doctor runs")
 }
 
-fn json(output: &Output) -> Value {
+pub(crate) fn json(output: &Output) -> Value {
     serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
         panic!(
             "stdout is not JSON ({e}): {}\nstderr: {}",
@@ -61,7 +61,7 @@ fn json(output: &Output) -> Value {
     })
 }
 
-fn stderr(output: &Output) -> String {
+pub(crate) fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
@@ -106,7 +106,7 @@ fn a_clean_node_exits_0_with_the_json_report() {
     assert_eq!(v["mounted"], true);
     assert_eq!(v["podRefs"][0], s(mnt(&pod)));
     assert_eq!(v["podDirs"][0], s(&pod));
-    assert_eq!(v["kubeletPlan"], "from_pod_dir");
+    assert_eq!(v["kubeletPlan"], "would_register_uncertain");
     assert_eq!(v["api"], Value::Null);
     assert_eq!(report["summary"]["findings"], 0);
     assert_eq!(report["podLocal"], Value::Array(vec![]));

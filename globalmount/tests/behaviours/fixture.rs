@@ -10,7 +10,8 @@ use csi_globalmount::layout::{GLOBAL_MOUNT_DIR, POD_MOUNT_DIR};
 use csi_globalmount::mountinfo::escape_octal;
 use csi_globalmount::voldata::{self, VOL_DATA_FILE, VolumeData};
 use csi_globalmount::{
-    HostFs, KubeletLayout, Listing, MountTable, NodeInputs, Report, diagnose, list_global_volumes,
+    ExtraInputs, HostFs, KubeletLayout, Listing, MountTable, NodeInputs, Report, diagnose,
+    diagnose_with, list_global_volumes,
 };
 use tempfile::TempDir;
 
@@ -222,6 +223,26 @@ impl FixtureNode {
 
     pub(crate) fn diagnose(&self) -> Report {
         self.diagnose_with(None, None)
+    }
+
+    pub(crate) fn diagnose_extra(
+        &self,
+        node: Option<NodeView>,
+        volume_attachments: Option<Vec<VolumeAttachmentView>>,
+        extra: &ExtraInputs,
+    ) -> Report {
+        let fs = self.fs();
+        let table = self.table();
+        let inputs = NodeInputs {
+            fs: &fs,
+            layout: &self.layout,
+            table: &table,
+            mountinfo_source: "fixture".to_owned(),
+            node_name: Some(NODE.to_owned()),
+            node,
+            volume_attachments,
+        };
+        diagnose_with(&inputs, extra).expect("diagnose")
     }
 
     pub(crate) fn diagnose_with(

@@ -14,8 +14,20 @@ fn fixture(name: &str) -> Vec<u8> {
 }
 
 #[test]
-fn the_real_global_vol_data_line_roundtrips_byte_for_byte() {
-    let bytes = fixture("vol_data-global-topsc.json");
+fn a_released_kubelets_global_file_has_no_spec_vol_id() {
+    let bytes = fixture("vol_data-global-released.json");
+    let data = decode(&bytes).expect("decodes");
+    assert_eq!(encode(&data), bytes);
+    assert_eq!(data.spec_vol_id(), "");
+    assert!(data.missing_identity_keys().is_empty());
+    let pod = decode(&fixture("vol_data-pod-topsc.json")).expect("decodes");
+    assert_eq!(data.volume_handle(), pod.volume_handle());
+    assert_eq!(data.driver_name(), pod.driver_name());
+}
+
+#[test]
+fn the_real_pod_vol_data_line_roundtrips_byte_for_byte() {
+    let bytes = fixture("vol_data-pod-topsc.json");
     let data = decode(&bytes).expect("decodes");
     assert_eq!(encode(&data), bytes);
     assert_eq!(data.driver_name(), "topsc.topke.io");

@@ -10,3 +10,4 @@ mod fixture;
 mod fixture_files;
 mod listing;
 mod manifest;
+mod real_nodes;

@@ -1,16 +1,27 @@
-//! The node manifest under `manifests/doctor` must configure the binary with
-//! variables it reads and mount the host read-only.
+//! The node manifests under `manifests/doctor` (the Job, and the DaemonSet in
+//! `manifests/doctor/daemonset`) must configure the binary with variables it
+//! reads and mount the host read-only.
 
 use std::path::Path;
 use std::process::Command;
 
 use serde_yaml::Value;
 
-fn job() -> Value {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/doctor/job.yaml");
+fn manifest(relative: &str) -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../manifests/doctor")
+        .join(relative);
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-    serde_yaml::from_str(&text).expect("job.yaml parses")
+    serde_yaml::from_str(&text).expect("manifest parses")
+}
+
+fn job() -> Value {
+    manifest("job.yaml")
+}
+
+fn workloads() -> [Value; 2] {
+    [manifest("job.yaml"), manifest("daemonset/daemonset.yaml")]
 }
 
 fn pod_spec(job: &Value) -> &Value {
@@ -24,24 +35,71 @@ fn the_job_sets_only_variables_the_doctor_reads() {
         .output()
         .expect("doctor runs");
     let help = String::from_utf8_lossy(&help.stdout);
-    let job = job();
-    let env = pod_spec(&job)["containers"][0]["env"]
-        .as_sequence()
-        .expect("env list");
-    assert!(!env.is_empty());
-    for var in env {
-        let name = var["name"].as_str().expect("env name");
-        assert!(
-            help.contains(&format!("[env: {name}=")),
-            "{name} is not a variable of the doctor:\n{help}"
-        );
+    for workload in workloads() {
+        let env = pod_spec(&workload)["containers"][0]["env"]
+            .as_sequence()
+            .expect("env list");
+        assert!(!env.is_empty());
+        for var in env {
+            let name = var["name"].as_str().expect("env name");
+            assert!(
+                help.contains(&format!("[env: {name}=")),
+                "{name} is not a variable of the doctor:\n{help}"
+            );
+        }
     }
+}
+
+fn env_value<'a>(workload: &'a Value, name: &str) -> Option<&'a str> {
+    pod_spec(workload)["containers"][0]["env"]
+        .as_sequence()?
+        .iter()
+        .find(|v| v["name"].as_str() == Some(name))
+        .and_then(|v| v["value"].as_str())
+}
+
+#[test]
+fn the_daemonset_loops_serves_metrics_on_its_port_and_the_service_selects_it() {
+    let daemonset = manifest("daemonset/daemonset.yaml");
+    let interval = env_value(&daemonset, "CSI_GLOBALMOUNT_INTERVAL").expect("interval");
+    assert!(humantime::parse_duration(interval).is_ok(), "{interval}");
+    let addr = env_value(&daemonset, "CSI_GLOBALMOUNT_METRICS_ADDR").expect("metrics address");
+    let port: u16 = addr
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("port");
+    let container = &pod_spec(&daemonset)["containers"][0];
+    assert_eq!(
+        container["ports"][0]["containerPort"].as_u64(),
+        Some(u64::from(port))
+    );
+    assert!(pod_spec(&daemonset)["nodeName"].is_null());
+    // The Job runs once and exits; it must not loop.
+    assert_eq!(env_value(&job(), "CSI_GLOBALMOUNT_INTERVAL"), None);
+
+    let service = manifest("daemonset/service.yaml");
+    let selector = service["spec"]["selector"].as_mapping().expect("selector");
+    let labels = &daemonset["spec"]["template"]["metadata"]["labels"];
+    for (key, value) in selector {
+        assert_eq!(&labels[key], value, "{key:?}");
+    }
+    // The Job's pods carry another component label, so the Service never selects them.
+    assert_ne!(
+        job()["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"],
+        labels["app.kubernetes.io/component"]
+    );
 }
 
 #[test]
 fn the_job_mounts_the_host_read_only_and_drops_every_capability() {
-    let job = job();
-    let spec = pod_spec(&job);
+    for workload in workloads() {
+        host_read_only_and_no_capability(&workload);
+    }
+}
+
+fn host_read_only_and_no_capability(job: &Value) {
+    let spec = pod_spec(job);
     let container = &spec["containers"][0];
     let mounts = container["volumeMounts"].as_sequence().expect("mounts");
     assert_eq!(mounts.len(), 2);
