@@ -44,7 +44,7 @@ fn main() {
         }));
         check.push(time(|| {
             let mut checker = Checker::new(
-                Options::gate_on(),
+                Options::default(),
                 Reporter::new(std::io::sink(), OutputFormat::Text, false),
             );
             checker.check_reader("dump.json", black_box(&dump[..]));

@@ -51,7 +51,7 @@ pub(crate) fn read<R: BufRead>(
             if start {
                 // Whatever follows `---` on its line belongs to the new document; blanking the
                 // marker keeps its columns.
-                document.push(&format!("   {}", &line[3..]));
+                document.push(&format!("   {}", &line[3..]), line_number);
             } else {
                 document.first_line = line_number + 1;
             }
@@ -60,7 +60,7 @@ pub(crate) fn read<R: BufRead>(
         if document.text.is_empty() && !document.content {
             document.first_line = line_number;
         }
-        document.push(&line);
+        document.push(&line, line_number);
     }
     document.flush(&mut number, offset, sink)
 }
@@ -78,12 +78,17 @@ struct Document {
     first_line: u64,
     /// Something other than blank lines and comments.
     content: bool,
+    /// The input line where that starts: the position of the document's objects.
+    content_line: u64,
 }
 
 impl Document {
-    fn push(&mut self, line: &str) {
+    fn push(&mut self, line: &str, number: u64) {
         let trimmed = line.trim();
-        self.content |= !trimmed.is_empty() && !trimmed.starts_with('#');
+        if !self.content && !trimmed.is_empty() && !trimmed.starts_with('#') {
+            self.content = true;
+            self.content_line = number;
+        }
         self.text.push_str(line);
     }
 
@@ -109,16 +114,21 @@ impl Document {
                 .location()
                 .map_or((1, 1), |l| (l.line() as u64, l.column() as u64));
             let text = err.to_string();
-            let message = match text.rfind(" at line ") {
-                Some(i) if err.location().is_some() => text[..i].to_owned(),
-                _ => text,
+            let text = match text.rfind(" at line ") {
+                Some(i) if err.location().is_some() => &text[..i],
+                _ => &text,
             };
+            let message = absolute_lines(text, first_line - 1);
             InputError::Syntax {
                 position: at(line, column),
                 message,
             }
         })?;
-        let position = at(1, 1);
+        let position = Position {
+            document: *number,
+            line: self.content_line,
+            column: 1,
+        };
         let mut one = |value: &Value| -> Result<(), InputError> {
             let raw = serde_json::value::to_raw_value(value).map_err(|err| InputError::Syntax {
                 position,
@@ -142,5 +152,88 @@ impl Document {
                 message: "expected an object or a list".to_owned(),
             }),
         }
+    }
+}
+
+/// The message with every `line N` in it (libyaml names the mark where a construct began)
+/// counted from the start of the input instead of the document.
+fn absolute_lines(message: &str, before: u64) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(i) = rest.find("line ") {
+        let (head, tail) = rest.split_at(i + "line ".len());
+        out.push_str(head);
+        let digits = tail.len() - tail.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+        match tail[..digits].parse::<u64>() {
+            Ok(line) => out.push_str(&(line + before).to_string()),
+            Err(_) => out.push_str(&tail[..digits]),
+        }
+        rest = &tail[digits..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read_all(input: &str) -> (Vec<(String, Position)>, Option<String>) {
+        let mut seen = Vec::new();
+        let result = read(input.as_bytes(), &mut |located| {
+            seen.push((located.raw.get().to_owned(), located.position));
+            Ok(())
+        });
+        (seen, result.err().map(|e| e.to_string()))
+    }
+
+    fn at(document: usize, line: u64) -> Position {
+        Position {
+            document,
+            line,
+            column: 1,
+        }
+    }
+
+    #[test]
+    fn documents_lists_and_errors() {
+        let (seen, error) = read_all(
+            "# comment\n---\na: 1\n---\n---\n# none\n...\nitems:\n- b: 2\n- c: 3\n--- {d: 4}\n",
+        );
+        assert_eq!(error, None);
+        assert_eq!(
+            seen,
+            [
+                (r#"{"a":1}"#.to_owned(), at(1, 3)),
+                (r#"{"b":2}"#.to_owned(), at(2, 8)),
+                (r#"{"c":3}"#.to_owned(), at(2, 8)),
+                (r#"{"d":4}"#.to_owned(), at(3, 11)),
+            ]
+        );
+        let (seen, error) = read_all("a: 1\n---\nb: [1,\nc: 2\n");
+        assert_eq!(seen.len(), 1);
+        let error = error.unwrap_or_default();
+        assert_eq!(
+            error,
+            "document 2: line 5 column 1: did not find expected ',' or ']' at line 5 column 1, \
+             while parsing a flow sequence"
+        );
+        let (_, error) = read_all("just a string\n");
+        assert_eq!(
+            error.as_deref(),
+            Some("document 1: line 1 column 1: expected an object or a list")
+        );
+    }
+
+    #[test]
+    fn relative_lines_become_absolute() {
+        assert_eq!(
+            absolute_lines(
+                "did not find expected ',' at line 7 column 5, while parsing",
+                4
+            ),
+            "did not find expected ',' at line 11 column 5, while parsing"
+        );
+        assert_eq!(absolute_lines("no lines here", 4), "no lines here");
     }
 }
