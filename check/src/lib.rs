@@ -151,15 +151,18 @@ impl<W: Write> Checker<W> {
         let spec = self.options.user.is_some();
         let result = input::read_source(source, &mut |located| {
             progress.update(located.offset);
-            let Some((resource, header)) = identify(&located, spec)? else {
-                return Ok(());
-            };
-            let reduced = object::reduce_old(resource, &header, located.raw)
-                .map_err(|err| not_an_object(&located, &err))?;
-            old.insert(key(resource, &header), reduced);
-            Ok(())
+            remember(old, spec, located)
         });
         self.done(&name, result)
+    }
+
+    /// Reads old objects from `reader` (JSON or YAML), reported as from `name`.
+    pub fn load_old_reader(&mut self, name: &str, reader: impl Read) -> bool {
+        self.progress.start(None);
+        let old = &mut self.old;
+        let spec = self.options.user.is_some();
+        let result = input::read(reader, None, &mut |located| remember(old, spec, located));
+        self.done(name, result)
     }
 
     /// Checks every object of `source`. Returns whether the input was read to its end.
@@ -281,6 +284,21 @@ impl<W: Write> Checker<W> {
     pub fn outcome(&self) -> Outcome {
         outcome(&self.summary)
     }
+}
+
+/// Keeps an old object, reduced to what the rules read of it.
+fn remember(
+    old: &mut HashMap<Key, Box<RawValue>>,
+    spec: bool,
+    located: Located<'_>,
+) -> Result<(), InputError> {
+    let Some((resource, header)) = identify(&located, spec)? else {
+        return Ok(());
+    };
+    let reduced = object::reduce_old(resource, &header, located.raw)
+        .map_err(|err| not_an_object(&located, &err))?;
+    old.insert(key(resource, &header), reduced);
+    Ok(())
 }
 
 /// The exit status a run's counts call for: bad input first, then refusals.
