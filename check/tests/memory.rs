@@ -48,7 +48,9 @@ impl Dump {
         // One pod in ten reports volume health, one in a thousand of those wrongly.
         let health = match n % 10 {
             0 if n % 10_000 == 0 => r#", "volumeHealth": [{"name": "cache"}]"#,
-            0 => r#", "volumeHealth": [{"name": "data", "healthConditions": [{"status": "Degraded", "reason": "IOPSThrottled"}]}]"#,
+            0 => {
+                r#", "volumeHealth": [{"name": "data", "healthConditions": [{"status": "Degraded", "reason": "IOPSThrottled"}]}]"#
+            }
             _ => "",
         };
         let padding = "x".repeat(1500);
