@@ -2,7 +2,7 @@
 //!
 //! The dump is what `kubectl get pods,pvc,csinodes -A -o json` prints for a 10,000-node
 //! cluster: one `List` of 100,000 pods (10 per node, each with a service-account token volume
-//! and most with a claim; one in 20 reports volume health, one in 500 of those wrongly),
+//! and most with a claim; one in 20 reports volume health, one in 25 of those wrongly),
 //! 60,000 claims (one in 10 with `status.healthStatus`) and 10,000 CSINodes (one in 10 with
 //! `status.storageHealth`), indented with four spaces as kubectl indents, without managed fields
 //! (kubectl's default). Rounds alternate between the two passes; medians are reported.
@@ -170,7 +170,7 @@ fn pod(node: usize, index: usize) -> Value {
         "startTime": "2026-11-02T08:13:58Z"
     });
     if with_claim && (node * 10 + index) % 20 == 0 {
-        // One in 500 of the reports names a volume the pod does not have.
+        // One in 25 of the reports names a volume the pod does not have.
         let volume = if (node * 10 + index) % 500 == 0 {
             "cache"
         } else {

@@ -1,5 +1,5 @@
 //! The command line: `volume-health-webhook serve [flags]`, every flag also read from an
-//! environment variable `VOLUME_HEALTH_<FLAG>`.
+//! environment variable `VOLUME_HEALTH_<FLAG>`, and `check` (its flags in [`crate::check`]).
 
 use std::collections::HashSet;
 use std::net::IpAddr;
