@@ -57,6 +57,7 @@ pub(crate) fn read<R: BufRead>(mut reader: R, sink: Sink<'_>) -> Result<(), Inpu
             match items.place(&line) {
                 Place::Skip => continue,
                 Place::Start(indent) => {
+                    document.listed = true;
                     if let Some(item) = items.item.take() {
                         item.flush_item(offset, sink)?;
                     }
@@ -85,8 +86,7 @@ pub(crate) fn read<R: BufRead>(mut reader: R, sink: Sink<'_>) -> Result<(), Inpu
             }
         }
         if line.trim_end() == "items:" && !document.listed {
-            // A top-level `items:` with its entries on the following lines: a list to stream.
-            document.listed = true;
+            // A top-level `items:`: a list to stream if entries of a sequence follow.
             document.items = Some(Items::default());
             // Left in the envelope as `items: null`.
             document.push(&line, number, &mut documents);
@@ -116,7 +116,7 @@ struct Document {
     number: usize,
     /// The entries of a top-level `items:` being read.
     items: Option<Items>,
-    /// Its `items` were streamed: the rest of it is the list's envelope.
+    /// Its `items` were streamed (at least one entry): the rest of it is the list's envelope.
     listed: bool,
 }
 
@@ -345,6 +345,10 @@ mod tests {
             ]
         );
         assert_eq!(seen[3].1.document, 2);
+        // `items` that are not a sequence are a member like any other.
+        let (seen, error) = read_all("kind: Thing\nitems:\n  a: 1\n");
+        assert_eq!(error, None);
+        assert_eq!(seen[0].0, r#"{"items":{"a":1},"kind":"Thing"}"#);
         // An error in an entry is placed in the input.
         let (seen, error) = read_all("items:\n- kind: Pod\n- kind: [Pod\n  x: 1\nkind: List\n");
         assert_eq!(seen.len(), 1);
