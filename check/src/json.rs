@@ -213,6 +213,10 @@ impl<R: Read> Stream<R> {
                     }
                     Some(Err(err)) if err.is_eof() && !self.eof => Step::More,
                     Some(Err(err)) => Step::Failed(self.serde_error(start, &err)),
+                    // Not after a byte that is not white space; kept finite all the same.
+                    None if self.eof => {
+                        Step::Failed(self.error_at(start, "EOF while parsing a value".to_owned()))
+                    }
                     None => Step::More,
                 }
             };
