@@ -28,8 +28,10 @@ pub struct Cli {
 pub enum Command {
     /// Serve /mutate, /validate and /authorize over TLS, and health on a plain-HTTP port.
     Serve(ServeArgs),
-    /// Check objects from files or standard input as the webhooks would, without a server:
-    /// exit 0 when all would be admitted, 1 when some would be refused, 2 for bad input.
+    /// Check objects from files or standard input as the webhooks would, without a server.
+    ///
+    /// Exit code 0 when all would be admitted, 1 when some would be refused, 2 for bad usage
+    /// or input that is not JSON or YAML.
     Check(crate::check::CheckArgs),
 }
 
