@@ -33,13 +33,14 @@ build:
 release:
 	$(CARGO) build --release --locked -p volume-health-webhooks --bin volume-health-webhook
 
-## bench: criterion micro-benchmarks (validation; handlers in-process) and the end-to-end load
-## benchmark, each next to a baseline
+## bench: criterion micro-benchmarks (validation; handlers in-process), the end-to-end load
+## benchmark and `check` on a cluster dump, each next to a baseline
 bench:
 	$(CARGO) bench --locked -p volume-health-validation --bench validate
 	$(CARGO) bench --locked -p volume-health-tests --bench handlers
 	$(CARGO) build --release --locked -p volume-health-webhooks --bin volume-health-webhook
 	$(CARGO) bench --locked -p volume-health-tests --bench load
+	$(CARGO) bench --locked -p volume-health-check --bench dump
 
 clean:
 	$(CARGO) clean

@@ -1,5 +1,5 @@
 //! The command line: `volume-health-webhook serve [flags]`, every flag also read from an
-//! environment variable `VOLUME_HEALTH_<FLAG>`.
+//! environment variable `VOLUME_HEALTH_<FLAG>`, and `check` (its flags in [`crate::check`]).
 
 use std::collections::HashSet;
 use std::net::IpAddr;
@@ -28,6 +28,11 @@ pub struct Cli {
 pub enum Command {
     /// Serve /mutate, /validate and /authorize over TLS, and health on a plain-HTTP port.
     Serve(ServeArgs),
+    /// Check objects from files or standard input as the webhooks would, without a server.
+    ///
+    /// Exit code 0 when all would be admitted, 1 when some would be refused, 2 for bad usage
+    /// or input that is not JSON or YAML.
+    Check(crate::check::CheckArgs),
 }
 
 /// Flags of `serve`.
@@ -159,7 +164,9 @@ mod tests {
 
     #[test]
     fn defaults_match_the_spec() {
-        let Command::Serve(args) = parse(&["serve"]).unwrap().command;
+        let Command::Serve(args) = parse(&["serve"]).unwrap().command else {
+            unreachable!("serve")
+        };
         let config = args.into_config();
         assert_eq!(config.secure_port, 8443);
         assert_eq!(config.health_port, 8080);
@@ -177,7 +184,9 @@ mod tests {
 
     #[test]
     fn hardening_defaults_and_flags() {
-        let Command::Serve(args) = parse(&["serve"]).unwrap().command;
+        let Command::Serve(args) = parse(&["serve"]).unwrap().command else {
+            unreachable!("serve")
+        };
         let config = args.into_config();
         assert_eq!(config.header_read_timeout, Duration::from_secs(10));
         assert_eq!(config.settings.request_timeout, Duration::from_secs(10));
@@ -194,7 +203,10 @@ mod tests {
             "--tls-reload-interval=200ms",
         ])
         .unwrap()
-        .command;
+        .command
+        else {
+            unreachable!("serve")
+        };
         let config = args.into_config();
         assert_eq!(config.header_read_timeout, Duration::from_secs(1));
         assert_eq!(config.settings.request_timeout, Duration::from_secs(2));
@@ -225,7 +237,10 @@ mod tests {
             "--log-format=json",
         ])
         .unwrap()
-        .command;
+        .command
+        else {
+            unreachable!("serve")
+        };
         assert_eq!(args.log_format, LogFormat::Json);
         let config = args.into_config();
         assert!(config.settings.gates.csi_volume_health);

@@ -5,6 +5,7 @@
 //! [`router`] serves the three endpoints and knows nothing of TLS, ports or signals; [`server`]
 //! assembles the process.
 
+pub mod check;
 pub mod config;
 pub mod gates;
 mod handlers;

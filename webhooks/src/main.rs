@@ -1,16 +1,23 @@
 //! `volume-health-webhook serve`: parse flags, start the server, stop on SIGTERM or SIGINT.
+//! `volume-health-webhook check`: check objects offline (`volume_health_check`).
 
 use anyhow::Context;
 use clap::Parser;
+use std::process::ExitCode;
 use tokio::signal::unix::{SignalKind, signal};
-use volume_health_webhooks::config::{Cli, Command};
+
+use volume_health_webhooks::config::{Cli, Command, ServeArgs};
 use volume_health_webhooks::server::Server;
 use volume_health_webhooks::telemetry;
 
-fn main() -> anyhow::Result<()> {
-    let Cli {
-        command: Command::Serve(args),
-    } = Cli::parse();
+fn main() -> anyhow::Result<ExitCode> {
+    match Cli::parse().command {
+        Command::Serve(args) => serve(args).map(|()| ExitCode::SUCCESS),
+        Command::Check(args) => Ok(args.run()),
+    }
+}
+
+fn serve(args: ServeArgs) -> anyhow::Result<()> {
     telemetry::init(args.log_format);
     let ca_file = args.self_signed_ca_file.clone();
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -37,7 +37,9 @@ async fn self_signed_certificate_verifies_with_the_written_ca_in_h1_and_h2() {
         &format!("--self-signed-ca-file={}", ca_file.display()),
     ])
     .unwrap();
-    let Command::Serve(args) = cli.command;
+    let Command::Serve(args) = cli.command else {
+        unreachable!("serve")
+    };
     let config = args.into_config();
     assert!(matches!(config.certs, CertSource::SelfSigned { .. }));
     let server = Running::start(config).await;

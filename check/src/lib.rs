@@ -1,0 +1,390 @@
+//! Offline checks of Kubernetes objects against the volume health admission rules: what the
+//! webhooks would answer if each object were written, decided by the same library code they run
+//! (`volume_health_validation`).
+//!
+//! Objects come from files, directories or standard input, as JSON or YAML, one object or a
+//! `List` (as `kubectl get -o json|yaml` prints it) per document. They are read one at a time:
+//! a cluster dump of any size needs memory for its largest object, not for the whole dump.
+//! Pods, PersistentVolumeClaims and CSINodes are checked; other kinds are counted and skipped.
+//!
+//! Each object is checked as an UPDATE of its `status` subresource that sets its volume health
+//! field to what the object holds: over the old object with the same kind, namespace and name
+//! when old objects are given (ratcheting applies, as in the webhook), else over the object
+//! without that field (every rule applies). With an identity, the node rules apply to it; with
+//! the feature gate off, the report says what drop on save would remove.
+//!
+//! ```
+//! use volume_health_check::{Checker, Options, OutputFormat, Reporter};
+//!
+//! let dump = br#"{"apiVersion": "v1", "kind": "List", "items": [
+//!   {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-0", "namespace": "shop"},
+//!    "spec": {"volumes": [{"name": "data"}]},
+//!    "status": {"volumeHealth": [{"name": "logs"}]}},
+//!   {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"}}
+//! ]}"#;
+//! let mut out = Vec::new();
+//! let mut checker = Checker::new(Options::default(), Reporter::new(&mut out, OutputFormat::Text, false));
+//! checker.check_reader("dump.json", &dump[..]);
+//! let summary = checker.finish().unwrap();
+//! assert_eq!(summary.invalid, 1);
+//! assert_eq!(
+//!     String::from_utf8(out).unwrap(),
+//!     "Pod/shop/web-0: status.volumeHealth[0].name: Not found: \"logs\"\n\
+//!      checked 1 object: 1 pod, 0 claims, 0 CSINodes; 1 invalid; 1 skipped\n"
+//! );
+//! ```
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde_json::value::RawValue;
+use volume_health_validation::{HealthResource, RestrictionPolicy, UserInfo};
+
+mod input;
+mod json;
+mod object;
+mod report;
+mod yaml;
+
+pub use input::{Format, InputError, Located, PathError, Position, Source, sources};
+pub use object::{Decision, Denial, decide};
+pub use report::{Checked, Failure, OutputFormat, Reporter, Summary};
+
+use object::Header;
+
+/// How to check. The default: the gate on, no identity, no progress bar.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Whether `CSIVolumeHealth` is on. Off: report what drop on save removes (and validate
+    /// what is left, as the apiserver would).
+    pub gate_enabled: bool,
+    /// The user writing, as `--as` names it; `None`: a user the node rules do not apply to.
+    pub user: Option<String>,
+    /// The user's groups, as `--as-group` names them.
+    pub groups: Vec<String>,
+    /// Show a progress bar on standard error for inputs that take more than a moment.
+    pub progress: bool,
+}
+
+impl Default for Options {
+    /// The gate on: checking is about what validation would refuse; with the gate off the
+    /// fields are dropped rather than refused.
+    fn default() -> Self {
+        Options {
+            gate_enabled: true,
+            user: None,
+            groups: Vec::new(),
+            progress: false,
+        }
+    }
+}
+
+/// The result of a run, as the command's exit code says it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Every object would be admitted (0).
+    Passed,
+    /// Something would be refused (1).
+    Refused,
+    /// An input could not be read, or is not JSON or YAML (2).
+    BadInput,
+}
+
+impl Outcome {
+    /// The exit code.
+    pub fn code(self) -> u8 {
+        match self {
+            Outcome::Passed => 0,
+            Outcome::Refused => 1,
+            Outcome::BadInput => 2,
+        }
+    }
+}
+
+type Key = (HealthResource, String, String);
+
+/// Checks objects from inputs and writes the report as it goes.
+pub struct Checker<W> {
+    options: Options,
+    policy: RestrictionPolicy,
+    user: UserInfo<'static>,
+    old: HashMap<Key, Box<RawValue>>,
+    reporter: Reporter<W>,
+    summary: Summary,
+    failures: Vec<Failure>,
+    progress: Progress,
+}
+
+impl<W: Write> Checker<W> {
+    /// A checker that reports to `reporter`.
+    pub fn new(options: Options, reporter: Reporter<W>) -> Self {
+        let user = UserInfo {
+            username: Cow::Owned(options.user.clone().unwrap_or_default()),
+            groups: Some(options.groups.iter().cloned().map(Cow::Owned).collect()),
+        };
+        let policy = RestrictionPolicy {
+            gate_enabled: options.gate_enabled,
+            pvc_health_writers: None,
+        };
+        Checker {
+            progress: Progress::new(options.progress),
+            options,
+            policy,
+            user,
+            old: HashMap::new(),
+            reporter,
+            summary: Summary::default(),
+            failures: Vec::new(),
+        }
+    }
+
+    /// Reads old objects to pair with the objects checked later. Returns whether the input was
+    /// read to its end (a failure is reported with the rest).
+    pub fn load_old(&mut self, source: &Source) -> bool {
+        let name = source.name();
+        self.progress.start(source.size());
+        let old = &mut self.old;
+        let progress = &mut self.progress;
+        let spec = self.options.user.is_some();
+        let result = input::read_source(source, &mut |located| {
+            progress.update(located.offset);
+            remember(old, spec, located)
+        });
+        self.done(&name, result)
+    }
+
+    /// Reads old objects from `reader` (JSON or YAML), reported as from `name`.
+    pub fn load_old_reader(&mut self, name: &str, reader: impl Read) -> bool {
+        self.progress.start(None);
+        let old = &mut self.old;
+        let spec = self.options.user.is_some();
+        let result = input::read(reader, None, &mut |located| remember(old, spec, located));
+        self.done(name, result)
+    }
+
+    /// Checks every object of `source`. Returns whether the input was read to its end.
+    pub fn check_source(&mut self, source: &Source) -> bool {
+        let name = source.name();
+        self.progress.start(source.size());
+        let result = input::read_source(source, &mut |located| self.check_one(&name, located));
+        self.done(&name, result)
+    }
+
+    /// Checks every object read from `reader` (JSON or YAML, told apart by the first byte),
+    /// reported as from `name`.
+    pub fn check_reader(&mut self, name: &str, reader: impl Read) -> bool {
+        self.progress.start(None);
+        let result = input::read(reader, None, &mut |located| self.check_one(name, located));
+        self.done(name, result)
+    }
+
+    fn check_one(&mut self, file: &str, located: Located<'_>) -> Result<(), InputError> {
+        self.progress.update(located.offset);
+        let Some((resource, header)) = identify(&located, self.options.user.is_some())? else {
+            self.summary.skipped += 1;
+            return Ok(());
+        };
+        let paired = self.old.get(&key(resource, &header));
+        let plain = self.options.user.is_none()
+            && !object::may_carry_field(resource, located.raw)
+            && paired.is_none_or(|old| !object::may_carry_field(resource, old));
+        let decision = if plain {
+            // No identity, and neither object carries the field: no rule has anything to
+            // check and nothing is dropped, which is the library's answer without asking it
+            // (the webhooks' configurations do not even send such writes). Most objects of a
+            // dump are such, so a dump is checked at nearly the speed of parsing it.
+            Decision::default()
+        } else {
+            let blank;
+            let old = match paired {
+                Some(old) => &**old,
+                None => {
+                    blank =
+                        object::blank_old(&header).map_err(|err| not_an_object(&located, &err))?;
+                    &*blank
+                }
+            };
+            decide(
+                resource,
+                header.name(),
+                located.raw,
+                old,
+                &self.user,
+                &self.policy,
+            )
+        };
+        self.summary.count(resource, &decision);
+        self.reporter
+            .object(&Checked {
+                resource,
+                namespace: header.namespace(),
+                name: header.name(),
+                file,
+                position: located.position,
+                paired: paired.is_some(),
+                decision: &decision,
+            })
+            .map_err(InputError::Output)
+    }
+
+    fn done(&mut self, file: &str, result: Result<(), InputError>) -> bool {
+        let Err(err) = result else {
+            return true;
+        };
+        self.summary.failed_inputs += 1;
+        self.failures.push(match err {
+            InputError::Syntax { position, message } => Failure {
+                file: file.to_owned(),
+                position: Some(position),
+                message,
+            },
+            other => Failure {
+                file: file.to_owned(),
+                position: None,
+                message: other.to_string(),
+            },
+        });
+        false
+    }
+
+    /// The inputs that failed so far.
+    pub fn failures(&self) -> &[Failure] {
+        &self.failures
+    }
+
+    /// The counts so far.
+    pub fn summary(&self) -> &Summary {
+        &self.summary
+    }
+
+    /// The options this checker runs with.
+    pub fn options(&self) -> &Options {
+        &self.options
+    }
+
+    /// Ends the report; the counts.
+    pub fn finish(mut self) -> std::io::Result<Summary> {
+        self.progress.clear();
+        self.reporter.finish(&self.summary, &self.failures)?;
+        Ok(self.summary)
+    }
+
+    /// The exit status the counts call for.
+    pub fn outcome(&self) -> Outcome {
+        outcome(&self.summary)
+    }
+}
+
+/// Keeps an old object, reduced to what the rules read of it.
+fn remember(
+    old: &mut HashMap<Key, Box<RawValue>>,
+    spec: bool,
+    located: Located<'_>,
+) -> Result<(), InputError> {
+    let Some((resource, header)) = identify(&located, spec)? else {
+        return Ok(());
+    };
+    let reduced = object::reduce_old(resource, &header, located.raw)
+        .map_err(|err| not_an_object(&located, &err))?;
+    old.insert(key(resource, &header), reduced);
+    Ok(())
+}
+
+/// The exit status a run's counts call for: bad input first, then refusals.
+pub fn outcome(summary: &Summary) -> Outcome {
+    if summary.failed_inputs > 0 {
+        Outcome::BadInput
+    } else if summary.refused() {
+        Outcome::Refused
+    } else {
+        Outcome::Passed
+    }
+}
+
+/// The resource and header of an object with rules here; `None` for any other kind.
+/// With `spec`, also `spec.nodeName`, which only the node rules read.
+fn identify<'a>(
+    located: &Located<'a>,
+    spec: bool,
+) -> Result<Option<(HealthResource, Header<'a>)>, InputError> {
+    let header = Header::parse(located.raw, spec).map_err(|err| not_an_object(located, &err))?;
+    Ok(header.resource().map(|resource| (resource, header)))
+}
+
+fn not_an_object(located: &Located<'_>, err: &serde_json::Error) -> InputError {
+    InputError::Syntax {
+        position: located.position,
+        message: format!("not a Kubernetes object: {}", json::without_position(err)),
+    }
+}
+
+fn key(resource: HealthResource, header: &Header<'_>) -> Key {
+    (
+        resource,
+        header.namespace().unwrap_or_default().to_owned(),
+        header.name().to_owned(),
+    )
+}
+
+/// A progress bar on standard error, shown once an input has taken more than a moment.
+struct Progress {
+    bar: Option<ProgressBar>,
+    started: Instant,
+    shown: bool,
+}
+
+/// How long an input runs before the bar appears.
+const PROGRESS_AFTER: Duration = Duration::from_millis(500);
+
+impl Progress {
+    fn new(enabled: bool) -> Self {
+        Progress {
+            bar: enabled.then(ProgressBar::hidden),
+            started: Instant::now(),
+            shown: false,
+        }
+    }
+
+    fn start(&mut self, len: Option<u64>) {
+        let Some(bar) = &self.bar else { return };
+        self.started = Instant::now();
+        let template = match len {
+            Some(len) => {
+                bar.set_length(len);
+                "{spinner} {bytes}/{total_bytes} ({bytes_per_sec}, {eta}) {wide_bar}"
+            }
+            None => {
+                bar.unset_length();
+                "{spinner} {bytes} ({bytes_per_sec})"
+            }
+        };
+        if let Ok(style) = ProgressStyle::with_template(template) {
+            bar.set_style(style);
+        }
+        bar.set_position(0);
+    }
+
+    fn update(&mut self, offset: u64) {
+        let Some(bar) = &self.bar else { return };
+        if !self.shown && self.started.elapsed() > PROGRESS_AFTER {
+            bar.set_draw_target(ProgressDrawTarget::stderr());
+            self.shown = true;
+        }
+        bar.set_position(offset);
+    }
+
+    fn clear(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+/// Whether standard output takes colours: a terminal, unless `NO_COLOR` is set
+/// (`CLICOLOR_FORCE` forces them).
+pub fn stdout_color() -> bool {
+    anstream::AutoStream::choice(&std::io::stdout()) != anstream::ColorChoice::Never
+}

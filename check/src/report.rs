@@ -1,0 +1,387 @@
+//! The report: one line per finding and a summary, or one JSON document.
+
+use std::fmt;
+use std::io::{self, Write};
+
+use anstyle::{AnsiColor, Style};
+use serde::Serialize;
+use volume_health_validation::{ErrorKind, FieldError, GoQuoted, HealthResource, LengthUnit};
+
+use crate::input::Position;
+use crate::object::Decision;
+
+/// How the report is written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OutputFormat {
+    /// A line per error, dropped field or failed input, then a summary line.
+    #[default]
+    Text,
+    /// One JSON document: every object checked, the inputs that failed, and the counts.
+    Json,
+}
+
+/// One object checked, and the answer.
+#[derive(Clone, Copy, Debug)]
+pub struct Checked<'a> {
+    /// What it is.
+    pub resource: HealthResource,
+    /// `metadata.namespace`, when set.
+    pub namespace: Option<&'a str>,
+    /// `metadata.name`.
+    pub name: &'a str,
+    /// The input it was read from.
+    pub file: &'a str,
+    /// Where in it.
+    pub position: Position,
+    /// Whether it was paired with an old object from `--old`.
+    pub paired: bool,
+    /// The answer.
+    pub decision: &'a Decision,
+}
+
+/// An input that could not be read to its end.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Failure {
+    /// The input (`-` for standard input).
+    pub file: String,
+    /// Where the parser stopped, when it did.
+    #[serde(flatten)]
+    pub position: Option<Position>,
+    /// Why.
+    pub message: String,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.position {
+            Some(p) => write!(
+                f,
+                "{}: document {}: line {} column {}: {}",
+                self.file, p.document, p.line, p.column, self.message
+            ),
+            None => write!(f, "{}: {}", self.file, self.message),
+        }
+    }
+}
+
+/// The counts of a run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// Objects checked: pods, claims and CSINodes.
+    pub objects: u64,
+    /// Pods checked.
+    pub pods: u64,
+    /// PersistentVolumeClaims checked.
+    pub claims: u64,
+    /// CSINodes checked.
+    pub csinodes: u64,
+    /// Objects the validating webhook would refuse with field errors (422), or as undecodable
+    /// (400).
+    pub invalid: u64,
+    /// Objects the node rules would refuse (403).
+    pub forbidden: u64,
+    /// Objects drop on save would remove a field from.
+    pub dropped: u64,
+    /// Objects of other kinds.
+    pub skipped: u64,
+    /// Inputs that could not be read to their end.
+    pub failed_inputs: u64,
+}
+
+impl Summary {
+    pub(crate) fn count(&mut self, resource: HealthResource, decision: &Decision) {
+        self.objects += 1;
+        match resource {
+            HealthResource::Pods => self.pods += 1,
+            HealthResource::PersistentVolumeClaims => self.claims += 1,
+            HealthResource::CsiNodes => self.csinodes += 1,
+        }
+        match &decision.denial {
+            Some(denial) if denial.code == 403 => self.forbidden += 1,
+            Some(_) => self.invalid += 1,
+            None => {}
+        }
+        if decision.dropped.is_some() {
+            self.dropped += 1;
+        }
+    }
+
+    /// Whether something would be refused.
+    pub fn refused(&self) -> bool {
+        self.invalid + self.forbidden > 0
+    }
+}
+
+/// `checked 1204 objects: 980 pods, 220 claims, 4 CSINodes; 3 invalid; 1911 skipped`, with the
+/// forbidden and dropped counts when there are any.
+impl fmt::Display for Summary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = |count: u64, one: &str, many: &str| {
+            format!("{count} {}", if count == 1 { one } else { many })
+        };
+        write!(
+            f,
+            "checked {}: {}, {}, {}; {} invalid",
+            n(self.objects, "object", "objects"),
+            n(self.pods, "pod", "pods"),
+            n(self.claims, "claim", "claims"),
+            n(self.csinodes, "CSINode", "CSINodes"),
+            self.invalid,
+        )?;
+        if self.forbidden > 0 {
+            write!(f, ", {} forbidden", self.forbidden)?;
+        }
+        if self.dropped > 0 {
+            write!(f, "; {} dropped", n(self.dropped, "field", "fields"))?;
+        }
+        write!(f, "; {} skipped", self.skipped)?;
+        if self.failed_inputs > 0 {
+            write!(
+                f,
+                "; {} not read to the end",
+                n(self.failed_inputs, "input", "inputs")
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Writes the report as objects are checked, so that nothing but counts is kept.
+pub struct Reporter<W> {
+    out: W,
+    format: OutputFormat,
+    color: bool,
+    objects: u64,
+}
+
+impl<W: Write> Reporter<W> {
+    /// A report to `out`; `color` adds terminal colours to the text form.
+    pub fn new(out: W, format: OutputFormat, color: bool) -> Self {
+        Reporter {
+            out,
+            format,
+            color,
+            objects: 0,
+        }
+    }
+
+    /// Reports one object: in text, only what would be refused or dropped; in JSON, every
+    /// object.
+    pub fn object(&mut self, checked: &Checked<'_>) -> io::Result<()> {
+        match self.format {
+            OutputFormat::Text => self.text_object(checked),
+            OutputFormat::Json => {
+                self.out.write_all(if self.objects == 0 {
+                    b"{\"objects\":[\n"
+                } else {
+                    b",\n"
+                })?;
+                self.objects += 1;
+                serde_json::to_writer(&mut self.out, &ObjectJson::new(checked))?;
+                Ok(())
+            }
+        }
+    }
+
+    fn text_object(&mut self, checked: &Checked<'_>) -> io::Result<()> {
+        let decision = checked.decision;
+        if decision.allowed() && decision.dropped.is_none() {
+            return Ok(());
+        }
+        let reference = Reference(checked);
+        let bold = self.style(Style::new().bold());
+        let red = self.style(AnsiColor::Red.on_default());
+        let yellow = self.style(AnsiColor::Yellow.on_default());
+        let reset = if self.color { "\x1b[0m" } else { "" };
+        if let Some(field) = decision.dropped {
+            writeln!(
+                self.out,
+                "{bold}{reference}{reset}: {field}: {yellow}dropped on save{reset} (CSIVolumeHealth is disabled)"
+            )?;
+        }
+        let Some(denial) = &decision.denial else {
+            return Ok(());
+        };
+        if denial.errors.is_empty() {
+            writeln!(
+                self.out,
+                "{bold}{reference}{reset}: {red}{}{reset}",
+                denial.message
+            )?;
+        }
+        for error in &denial.errors {
+            writeln!(
+                self.out,
+                "{bold}{reference}{reset}: {}: {red}{}{reset}",
+                error.field, error.kind
+            )?;
+        }
+        Ok(())
+    }
+
+    fn style(&self, style: Style) -> String {
+        if self.color {
+            style.render().to_string()
+        } else {
+            String::new()
+        }
+    }
+
+    /// Ends the report with the inputs that failed and the counts.
+    pub fn finish(&mut self, summary: &Summary, failures: &[Failure]) -> io::Result<()> {
+        match self.format {
+            OutputFormat::Text => {
+                let style = if summary.refused() || summary.failed_inputs > 0 {
+                    AnsiColor::Red.on_default()
+                } else {
+                    AnsiColor::Green.on_default()
+                };
+                let (on, off) = if self.color {
+                    (style.render().to_string(), "\x1b[0m")
+                } else {
+                    (String::new(), "")
+                };
+                writeln!(self.out, "{on}{summary}{off}")?;
+            }
+            OutputFormat::Json => {
+                self.out.write_all(if self.objects == 0 {
+                    b"{\"objects\":[],\n\"failedInputs\":"
+                } else {
+                    b"\n],\n\"failedInputs\":"
+                })?;
+                serde_json::to_writer(&mut self.out, failures)?;
+                self.out.write_all(b",\n\"summary\":")?;
+                serde_json::to_writer(&mut self.out, &SummaryJson(summary))?;
+                self.out.write_all(b"}\n")?;
+            }
+        }
+        self.out.flush()
+    }
+}
+
+/// `Kind/namespace/name`, or `Kind/name` without a namespace.
+struct Reference<'a>(&'a Checked<'a>);
+
+impl fmt::Display for Reference<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let checked = self.0;
+        f.write_str(checked.resource.kind())?;
+        if let Some(namespace) = checked.namespace {
+            write!(f, "/{namespace}")?;
+        }
+        write!(f, "/{}", checked.name)
+    }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ObjectJson<'a> {
+    kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    namespace: Option<&'a str>,
+    name: &'a str,
+    file: &'a str,
+    document: usize,
+    line: u64,
+    column: u64,
+    old: bool,
+    allowed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    code: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<&'a str>,
+    errors: Vec<ErrorJson<'a>>,
+    dropped: Vec<&'static str>,
+}
+
+impl<'a> ObjectJson<'a> {
+    fn new(checked: &Checked<'a>) -> Self {
+        let decision = checked.decision;
+        let denial = decision.denial.as_ref();
+        ObjectJson {
+            kind: checked.resource.kind(),
+            namespace: checked.namespace,
+            name: checked.name,
+            file: checked.file,
+            document: checked.position.document,
+            line: checked.position.line,
+            column: checked.position.column,
+            old: checked.paired,
+            allowed: decision.allowed(),
+            code: denial.map(|d| d.code),
+            reason: denial.map(|d| d.reason.as_str()),
+            message: denial.map(|d| d.message.as_str()),
+            errors: denial
+                .map(|d| d.errors.iter().map(ErrorJson::new).collect())
+                .unwrap_or_default(),
+            dropped: decision.dropped.into_iter().collect(),
+        }
+    }
+}
+
+/// A field error as `StatusCause` and apimachinery's `field.Error` describe it.
+#[derive(Serialize)]
+struct ErrorJson<'a> {
+    field: &'a str,
+    /// The cause type, e.g. `FieldValueNotFound`.
+    #[serde(rename = "type")]
+    kind: &'static str,
+    /// `field.Error.Detail`: the explanation after the value, empty for some types.
+    detail: String,
+    /// The body, as `StatusCause.message` carries it.
+    message: String,
+}
+
+impl<'a> ErrorJson<'a> {
+    fn new(error: &'a FieldError) -> Self {
+        ErrorJson {
+            field: &error.field,
+            kind: error.kind.cause_type(),
+            detail: detail(&error.kind),
+            message: error.body(),
+        }
+    }
+}
+
+/// apimachinery's `Detail` of each error type used by the rules.
+fn detail(kind: &ErrorKind) -> String {
+    match kind {
+        ErrorKind::NotSupported { supported, .. } => {
+            let values: Vec<String> = supported.iter().map(|v| GoQuoted(v).to_string()).collect();
+            format!("supported values: {}", values.join(", "))
+        }
+        ErrorKind::TooLong { max, unit } => format!(
+            "may not be more than {max} {}",
+            match unit {
+                LengthUnit::Bytes => "bytes",
+                LengthUnit::Characters => "characters",
+            }
+        ),
+        ErrorKind::TooMany { max, .. } => format!("must have at most {max} items"),
+        ErrorKind::Invalid { detail, .. } => (*detail).to_owned(),
+        _ => String::new(),
+    }
+}
+
+/// The summary with every count, zero or not.
+struct SummaryJson<'a>(&'a Summary);
+
+impl Serialize for SummaryJson<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let s = self.0;
+        let mut out = serializer.serialize_struct("Summary", 9)?;
+        out.serialize_field("objects", &s.objects)?;
+        out.serialize_field("pods", &s.pods)?;
+        out.serialize_field("persistentVolumeClaims", &s.claims)?;
+        out.serialize_field("csiNodes", &s.csinodes)?;
+        out.serialize_field("invalid", &s.invalid)?;
+        out.serialize_field("forbidden", &s.forbidden)?;
+        out.serialize_field("dropped", &s.dropped)?;
+        out.serialize_field("skipped", &s.skipped)?;
+        out.serialize_field("failedInputs", &s.failed_inputs)?;
+        out.end()
+    }
+}
