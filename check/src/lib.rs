@@ -123,7 +123,7 @@ impl<W: Write> Checker<W> {
     pub fn new(options: Options, reporter: Reporter<W>) -> Self {
         let user = UserInfo {
             username: Cow::Owned(options.user.clone().unwrap_or_default()),
-            groups: Some(options.groups.iter().cloned().map(Cow::Owned).collect()),
+            groups: volume_health_validation::Groups::of(&options.groups),
         };
         let policy = RestrictionPolicy {
             gate_enabled: options.gate_enabled,

@@ -33,6 +33,7 @@ async fn webhook(case: &Value) -> Value {
         authz_deny_on_mismatch: false,
         pvc_health_writers: None,
         max_request_bytes: 7 * 1024 * 1024,
+        max_in_flight_bytes: 64 * 1024 * 1024,
         request_timeout: Duration::from_secs(10),
     };
     let app = router(&settings, Metrics::new());
