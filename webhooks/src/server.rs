@@ -152,13 +152,17 @@ impl Server {
         )?);
         let secure = bind(SocketAddr::new(config.bind_address, config.secure_port)).await?;
         let health = bind(SocketAddr::new(config.bind_address, config.health_port)).await?;
+        let metrics = Metrics::new();
+        if let Some(at) = resolver.expires_at() {
+            metrics.cert_expires_at(at);
+        }
         Ok(Server {
             config,
             secure,
             health,
             tls,
             resolver,
-            metrics: Metrics::new(),
+            metrics,
             readiness: Readiness::ready(),
             ca_pem,
             loaded,
