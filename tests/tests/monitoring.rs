@@ -3,7 +3,8 @@
 //! (`promtool test rules`), every alert the runbook needs is there and tested both ways, and
 //! every metric its rules and dashboard query is one a running server exports on /metrics.
 //!
-//! promtool comes with Debian's `prometheus` package; `make test` installs it when missing.
+//! promtool comes with Debian's `prometheus` package; `make test` unpacks it under the target
+//! directory when it is not on `PATH`, and passes its path in `PROMTOOL`.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -76,8 +77,9 @@ fn promtool(args: &[&str], dir: &Path) -> String {
     {
         Ok(output) => output,
         Err(e) if e.kind() == ErrorKind::NotFound => panic!(
-            "promtool is required to test the alerting rules but is not on PATH; install \
-             Debian's `prometheus` package (`make test` does)"
+            "promtool is required to test the alerting rules but is not on PATH (nor in \
+             PROMTOOL); run the tests with `make test`, which fetches it, or install Debian's \
+             `prometheus` package"
         ),
         Err(e) => panic!("running promtool: {e}"),
     };
