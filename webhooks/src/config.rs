@@ -329,6 +329,12 @@ mod tests {
         assert_eq!(c.shutdown_delay, Duration::from_secs(2));
         let c = config(&["--authz-deny-on-mismatch", "--authz-deny-on-mismatch=false"]);
         assert!(!c.settings.authz_deny_on_mismatch);
+        // A list flag given again adds to the list, as pflag's string slices do.
+        let c = config(&["--pvc-health-writers=a,b", "--pvc-health-writers=c"]);
+        assert_eq!(
+            c.settings.pvc_health_writers,
+            Some(HashSet::from(["a", "b", "c"].map(str::to_owned)))
+        );
         let Command::Serve(args) = parse(&["serve", "--log-format=json", "--log-format=text"])
             .unwrap()
             .command;
