@@ -1,11 +1,34 @@
-# Images of the webhook server and the node doctor.
-#   docker build -t ghcr.io/volume-health/volume-health-webhook:v0.1.0 .
+# Images of the webhook server and the node doctor; `make image` builds both, with docker or
+# podman (CONTAINER=podman), named after REGISTRY and TAG:
+#   docker build --target webhook -t ghcr.io/volume-health/volume-health-webhook:v0.1.0 .
 #   docker build --target doctor -t ghcr.io/volume-health/csi-globalmount-doctor:v0.1.0 .
+# Base images are fully qualified: podman refuses short names without a search registry.
 
-FROM rust:1-bookworm AS build
+FROM docker.io/library/rust:1-bookworm AS build
 WORKDIR /src
+
+# Dependencies first, in a layer of their own: the manifests and the lock file with empty
+# sources, so that a change to the sources rebuilds only the workspace's own crates.
+COPY Cargo.toml Cargo.lock ./
+COPY validation/Cargo.toml validation/
+COPY authz/Cargo.toml authz/
+COPY webhooks/Cargo.toml webhooks/
+COPY globalmount/Cargo.toml globalmount/
+COPY tests/Cargo.toml tests/
+RUN for file in validation/src/lib.rs authz/src/lib.rs webhooks/src/lib.rs globalmount/src/lib.rs \
+        tests/src/lib.rs validation/benches/validate.rs tests/benches/load.rs \
+        tests/benches/handlers.rs tests/src/bin/baseline-webhook.rs \
+        webhooks/src/main.rs globalmount/src/bin/csi-globalmount-doctor.rs \
+        globalmount/tests/behaviours/main.rs; do \
+      mkdir -p "$(dirname "$file")" && echo 'fn main() {}' > "$file"; \
+    done \
+ && cargo build --release --locked -p volume-health-webhooks -p csi-globalmount
+
+# Then the sources. Their files may be older than the stubs just built, so touch them for
+# cargo to see the change.
 COPY . .
-RUN cargo build --release --locked -p volume-health-webhooks -p csi-globalmount \
+RUN find validation authz webhooks globalmount tests -name '*.rs' -exec touch {} + \
+ && cargo build --release --locked -p volume-health-webhooks -p csi-globalmount \
  && mkdir /out \
  && cp target/release/volume-health-webhook target/release/csi-globalmount-doctor /out/
 

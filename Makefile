@@ -1,12 +1,36 @@
-# The project's entry points; CI runs `.ci/run`, which calls these targets.
+# The project's entry points; CI runs `.ci/run`, which is `make test` then `make conformance`.
 
 CARGO ?= cargo
-BIN := target/release/volume-health-webhook
-DEV_CA := target/dev/ca.crt
+TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
+BIN := $(TARGET_DIR)/release/volume-health-webhook
+DEV_CA := $(TARGET_DIR)/dev/ca.crt
 
-.PHONY: run test lint fmt fmt-check build release bench conformance clean
+# Images: `make image CONTAINER=podman REGISTRY=registry.example.com/team TAG=v0.1.0-rc1`.
+CONTAINER ?= docker
+REGISTRY ?= ghcr.io/volume-health
+TAG ?= v$(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
+IMAGE ?= $(REGISTRY)/volume-health-webhook:$(TAG)
+DOCTOR_IMAGE ?= $(REGISTRY)/csi-globalmount-doctor:$(TAG)
 
-## run: the webhook server on localhost with a generated certificate (CA written to target/dev/ca.crt)
+# promtool for the alerting-rule tests: the one on PATH, else the binary from Debian's
+# `prometheus` package, unpacked under the target directory (nothing installed or started).
+TOOLS := $(TARGET_DIR)/tools
+PROMTOOL ?= $(or $(shell command -v promtool),$(abspath $(TOOLS))/usr/bin/promtool)
+
+# The apiserver conformance suite CI runs against the release binary; in CI it sits next to
+# the checkout.
+CONFORMANCE ?= ../shared/conformance/run.py
+
+# `make bench BENCH=validate` runs the benchmarks whose names contain `validate` (a criterion
+# filter; for the load benchmark, an endpoint); `make bench QUICK=1` measures briefly.
+BENCH ?=
+QUICK ?=
+CRITERION_ARGS := $(if $(QUICK),--warm-up-time 1 --measurement-time 2 --sample-size 10)
+
+.PHONY: run test tools lint fmt fmt-check build release bench conformance image push clean
+
+## run: the webhook server on localhost with a generated certificate (CA written to
+## target/dev/ca.crt); later flags win, so ARGS can override any of these
 run:
 	$(CARGO) run --release -p volume-health-webhooks --bin volume-health-webhook -- serve \
 		--bind-address 127.0.0.1 --self-signed-ca-file $(DEV_CA) \
@@ -14,8 +38,18 @@ run:
 
 ## test: formatting, lints with warnings denied, every test including doc tests
 ## (benchmarks are built by lint and run by `make bench`)
-test: fmt-check lint
-	$(CARGO) test --workspace --locked
+test: fmt-check lint tools
+	PROMTOOL=$(PROMTOOL) $(CARGO) test --workspace --locked
+
+## tools: what the tests run besides cargo and kubectl: promtool
+tools: $(PROMTOOL)
+
+$(abspath $(TOOLS))/usr/bin/promtool:
+	mkdir -p $(TOOLS)
+	cd $(TOOLS) && { apt-get download prometheus || { apt-get update -qq && apt-get download prometheus; }; }
+	dpkg-deb -x $(TOOLS)/prometheus_*.deb $(TOOLS)
+	rm -f $(TOOLS)/prometheus_*.deb
+	$@ --version
 
 ## lint: clippy over every crate and target, warnings are errors
 lint:
@@ -33,14 +67,31 @@ build:
 release:
 	$(CARGO) build --release --locked -p volume-health-webhooks --bin volume-health-webhook
 
+## conformance: what CI runs after `make test`: the apiserver conformance suite against the
+## release binary
+conformance: release
+	python3 $(CONFORMANCE) --binary $(BIN)
+
 ## bench: criterion micro-benchmarks (validation; handlers in-process), the end-to-end load
-## benchmark and `check` on a cluster dump, each next to a baseline
+## benchmark, `check` on a cluster dump and the doctor on a dense node, each next to a baseline.
+## BENCH=<filter>, QUICK=1: see above.
 bench:
-	$(CARGO) bench --locked -p volume-health-validation --bench validate
-	$(CARGO) bench --locked -p volume-health-tests --bench handlers
+	$(CARGO) bench --locked -p volume-health-validation --bench validate -- $(CRITERION_ARGS) $(BENCH)
+	$(CARGO) bench --locked -p volume-health-tests --bench handlers -- $(CRITERION_ARGS) $(BENCH)
 	$(CARGO) build --release --locked -p volume-health-webhooks --bin volume-health-webhook
-	$(CARGO) bench --locked -p volume-health-tests --bench load
+	$(CARGO) bench --locked -p volume-health-tests --bench load -- $(if $(QUICK),--quick) $(BENCH)
 	$(CARGO) bench --locked -p volume-health-check --bench dump
+	$(CARGO) bench --locked -p csi-globalmount --bench dense_node
+
+## image: the server and doctor images, with docker or podman (CONTAINER=podman)
+image:
+	$(CONTAINER) build --target webhook -t $(IMAGE) .
+	$(CONTAINER) build --target doctor -t $(DOCTOR_IMAGE) .
+
+## push: push both images to REGISTRY
+push: image
+	$(CONTAINER) push $(IMAGE)
+	$(CONTAINER) push $(DOCTOR_IMAGE)
 
 clean:
 	$(CARGO) clean

@@ -6,9 +6,9 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{ArgAction, Args, Parser, Subcommand};
 
-use crate::gates::FeatureGates;
+use crate::gates::{FeatureGates, GateSettings, parse_bool};
 use crate::handlers::Settings;
 use crate::server::{CertSource, ServeConfig};
 use crate::telemetry::LogFormat;
@@ -35,8 +35,11 @@ pub enum Command {
     Check(crate::check::CheckArgs),
 }
 
-/// Flags of `serve`.
+/// Flags of `serve`. As with Kubernetes components, a flag given again overrides the earlier
+/// value (kustomize patches and `make run ARGS=...` append flags), except `--feature-gates`,
+/// whose values merge gate by gate.
 #[derive(Debug, Args)]
+#[command(args_override_self = true)]
 pub struct ServeArgs {
     /// Address of both ports.
     #[arg(long, env = "VOLUME_HEALTH_BIND_ADDRESS", default_value = "0.0.0.0")]
@@ -69,22 +72,40 @@ pub struct ServeArgs {
     #[arg(long, env = "VOLUME_HEALTH_SELF_SIGNED_CA_FILE")]
     pub self_signed_ca_file: Option<PathBuf>,
     /// Feature gates, as Kubernetes components take them: `CSIVolumeHealth=true|false`.
+    /// Given several times, the values merge left to right (a later value for a gate wins).
     #[arg(
         long,
         env = "VOLUME_HEALTH_FEATURE_GATES",
-        default_value = "CSIVolumeHealth=false"
+        default_value = "CSIVolumeHealth=false",
+        action = ArgAction::Append
     )]
-    pub feature_gates: FeatureGates,
+    pub feature_gates: Vec<GateSettings>,
     /// Explicitly deny a node's request for another node's CSINode, so that no later
-    /// authorizer can grant it (otherwise: no opinion).
-    #[arg(long, env = "VOLUME_HEALTH_AUTHZ_DENY_ON_MISMATCH")]
+    /// authorizer can grant it (otherwise: no opinion). Takes what Go's `strconv.ParseBool`
+    /// takes (`--authz-deny-on-mismatch=false`, `VOLUME_HEALTH_AUTHZ_DENY_ON_MISMATCH=1`).
+    #[arg(
+        long,
+        env = "VOLUME_HEALTH_AUTHZ_DENY_ON_MISMATCH",
+        action = ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_value = "false",
+        default_missing_value = "true",
+        value_parser = go_bool
+    )]
     pub authz_deny_on_mismatch: bool,
     /// Usernames allowed to change PVC status.healthStatus (comma-separated); empty: any
     /// user but nodes.
     #[arg(long, env = "VOLUME_HEALTH_PVC_HEALTH_WRITERS", value_delimiter = ',')]
     pub pvc_health_writers: Vec<String>,
-    /// Largest request body; an UPDATE review carries two objects.
-    #[arg(long, env = "VOLUME_HEALTH_MAX_REQUEST_BYTES", default_value_t = 7 * 1024 * 1024)]
+    /// Largest request body, in bytes or as a Kubernetes quantity (`7Mi`, `8M`); an UPDATE
+    /// review carries two objects.
+    #[arg(
+        long,
+        env = "VOLUME_HEALTH_MAX_REQUEST_BYTES",
+        default_value = "7Mi",
+        value_parser = byte_quantity
+    )]
     pub max_request_bytes: usize,
     /// Most bytes of request bodies held at once (each body from its first byte to its answer);
     /// a request that would go over waits, its bytes left in its socket. With the memory a
@@ -139,7 +160,7 @@ impl ServeArgs {
             client_ca_file: self.client_ca_file,
             tls_reload_interval: self.tls_reload_interval,
             settings: Settings {
-                gates: self.feature_gates,
+                gates: FeatureGates::from_flags(self.feature_gates),
                 authz_deny_on_mismatch: self.authz_deny_on_mismatch,
                 pvc_health_writers: (!writers.is_empty()).then_some(writers),
                 max_request_bytes: self.max_request_bytes,
@@ -152,6 +173,66 @@ impl ServeArgs {
             shutdown_timeout: self.shutdown_timeout,
         }
     }
+}
+
+/// A boolean flag's value, as Go's `strconv.ParseBool` reads it.
+fn go_bool(s: &str) -> Result<bool, String> {
+    parse_bool(s).map_err(|e| e.to_string())
+}
+
+/// A size in bytes written as a Kubernetes quantity (`resource.Quantity`): a plain number, a
+/// binary suffix (`Ki`, `Mi`, `Gi`, `Ti`, `Pi`, `Ei`), a decimal one (`k`, `M`, `G`, `T`, `P`,
+/// `E`) or an exponent (`7e6`). A fraction of a byte rounds up, as `Quantity.Value()` does.
+pub fn byte_quantity(s: &str) -> Result<usize, String> {
+    let refuse = |why: &str| {
+        format!(
+            "{s:?} is not a size in bytes ({why}); write a whole number or a Kubernetes quantity such as 7Mi or 8M"
+        )
+    };
+    let number_end = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (number, suffix) = s.split_at(number_end);
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    if whole.is_empty() && fraction.is_empty() || fraction.contains('.') {
+        return Err(refuse("no number"));
+    }
+    // value = digits * 10^-fraction_len * base^power
+    let (base, power): (u128, u32) = match suffix {
+        "" => (10, 0),
+        "Ki" => (1024, 1),
+        "Mi" => (1024, 2),
+        "Gi" => (1024, 3),
+        "Ti" => (1024, 4),
+        "Pi" => (1024, 5),
+        "Ei" => (1024, 6),
+        "k" => (10, 3),
+        "M" => (10, 6),
+        "G" => (10, 9),
+        "T" => (10, 12),
+        "P" => (10, 15),
+        "E" => (10, 18),
+        _ => match suffix.strip_prefix(['e', 'E']).map(str::parse::<u32>) {
+            Some(Ok(exponent)) if exponent <= 30 => (10, exponent),
+            _ => return Err(refuse(&format!("unknown suffix {suffix:?}"))),
+        },
+    };
+    let too_large = || refuse("too large");
+    let digits: u128 = format!("{whole}{fraction}")
+        .parse()
+        .map_err(|_| too_large())?;
+    let scaled = base
+        .checked_pow(power)
+        .and_then(|m| digits.checked_mul(m))
+        .ok_or_else(too_large)?;
+    let divisor = 10u128
+        .checked_pow(u32::try_from(fraction.len()).map_err(|_| too_large())?)
+        .ok_or_else(too_large)?;
+    let bytes = scaled.div_ceil(divisor);
+    if bytes == 0 {
+        return Err(refuse("must be at least 1"));
+    }
+    usize::try_from(bytes).map_err(|_| too_large())
 }
 
 #[cfg(test)]
@@ -251,6 +332,178 @@ mod tests {
         );
         assert_eq!(config.shutdown_delay, Duration::from_millis(1500));
         assert!(matches!(config.certs, CertSource::Files(_)));
+    }
+
+    fn config(args: &[&str]) -> ServeConfig {
+        let Command::Serve(args) = parse(&[&["serve"], args].concat()).unwrap().command else {
+            panic!("not serve");
+        };
+        args.into_config()
+    }
+
+    #[test]
+    fn a_later_flag_overrides_an_earlier_one() {
+        let c = config(&["--bind-address", "0.0.0.0", "--bind-address=127.0.0.1"]);
+        assert_eq!(c.bind_address, IpAddr::from([127, 0, 0, 1]));
+        let c = config(&["--secure-port=1", "--health-port=2", "--secure-port=3"]);
+        assert_eq!((c.secure_port, c.health_port), (3, 2));
+        let c = config(&["--max-request-bytes=1Mi", "--max-request-bytes=2Mi"]);
+        assert_eq!(c.settings.max_request_bytes, 2 << 20);
+        let c = config(&["--shutdown-delay=1s", "--shutdown-delay=2s"]);
+        assert_eq!(c.shutdown_delay, Duration::from_secs(2));
+        let c = config(&["--authz-deny-on-mismatch", "--authz-deny-on-mismatch=false"]);
+        assert!(!c.settings.authz_deny_on_mismatch);
+        // A list flag given again adds to the list, as pflag's string slices do.
+        let c = config(&["--pvc-health-writers=a,b", "--pvc-health-writers=c"]);
+        assert_eq!(
+            c.settings.pvc_health_writers,
+            Some(HashSet::from(["a", "b", "c"].map(str::to_owned)))
+        );
+        let Command::Serve(args) = parse(&["serve", "--log-format=json", "--log-format=text"])
+            .unwrap()
+            .command
+        else {
+            panic!("not serve");
+        };
+        assert_eq!(args.log_format, LogFormat::Text);
+    }
+
+    #[test]
+    fn feature_gates_given_twice_merge() {
+        // (flags, CSIVolumeHealth)
+        let table: &[(&[&str], bool)] = &[
+            (&[], false),
+            (&["--feature-gates=CSIVolumeHealth=true"], true),
+            (
+                &[
+                    "--feature-gates=CSIVolumeHealth=true",
+                    "--feature-gates",
+                    "CSIVolumeHealth=false",
+                ],
+                false,
+            ),
+            (
+                &[
+                    "--feature-gates=CSIVolumeHealth=false",
+                    "--feature-gates=CSIVolumeHealth=true",
+                ],
+                true,
+            ),
+            (
+                &[
+                    "--feature-gates=CSIVolumeHealth=true",
+                    "--feature-gates=AllBeta=false",
+                ],
+                true,
+            ),
+            (
+                &[
+                    "--feature-gates=CSIVolumeHealth=false",
+                    "--feature-gates=AllAlpha=true",
+                ],
+                false,
+            ),
+        ];
+        for (flags, want) in table {
+            assert_eq!(
+                config(flags).settings.gates.csi_volume_health,
+                *want,
+                "{flags:?}"
+            );
+        }
+        let err = parse(&[
+            "serve",
+            "--feature-gates=CSIVolumeHealth=true",
+            "--feature-gates=Bogus=true",
+        ])
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("unrecognized feature gate: Bogus"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn boolean_flags_take_what_go_parse_bool_takes() {
+        for (flag, want) in [
+            ("--authz-deny-on-mismatch", true),
+            ("--authz-deny-on-mismatch=1", true),
+            ("--authz-deny-on-mismatch=t", true),
+            ("--authz-deny-on-mismatch=T", true),
+            ("--authz-deny-on-mismatch=TRUE", true),
+            ("--authz-deny-on-mismatch=true", true),
+            ("--authz-deny-on-mismatch=True", true),
+            ("--authz-deny-on-mismatch=0", false),
+            ("--authz-deny-on-mismatch=f", false),
+            ("--authz-deny-on-mismatch=F", false),
+            ("--authz-deny-on-mismatch=FALSE", false),
+            ("--authz-deny-on-mismatch=false", false),
+            ("--authz-deny-on-mismatch=False", false),
+        ] {
+            assert_eq!(
+                config(&[flag]).settings.authz_deny_on_mismatch,
+                want,
+                "{flag}"
+            );
+        }
+        for bad in ["yes", "on", "tRUE", "2", ""] {
+            let flag = format!("--authz-deny-on-mismatch={bad}");
+            let err = parse(&["serve", &flag]).unwrap_err().to_string();
+            assert!(
+                err.contains("--authz-deny-on-mismatch") && err.contains("strconv.ParseBool"),
+                "{flag}: {err}"
+            );
+        }
+        // Like pflag, a boolean flag's value must be attached with `=`: a following word is
+        // not taken as its value.
+        assert!(parse(&["serve", "--authz-deny-on-mismatch", "false"]).is_err());
+    }
+
+    #[test]
+    fn request_size_takes_kubernetes_quantities() {
+        for (text, want) in [
+            ("7340032", Ok(7 * 1024 * 1024)),
+            ("7Mi", Ok(7 * 1024 * 1024)),
+            ("3Ki", Ok(3072)),
+            ("1Gi", Ok(1 << 30)),
+            ("8M", Ok(8_000_000)),
+            ("8k", Ok(8000)),
+            ("1.5Mi", Ok(1_572_864)),
+            ("0.5Ki", Ok(512)),
+            (".5Ki", Ok(512)),
+            ("7e6", Ok(7_000_000)),
+            ("7E6", Ok(7_000_000)),
+            ("1.0001", Ok(2)),
+            ("1E", Ok(1_000_000_000_000_000_000)),
+            ("0", Err("must be at least 1")),
+            ("", Err("no number")),
+            ("Mi", Err("no number")),
+            ("-1Mi", Err("no number")),
+            ("1.2.3", Err("no number")),
+            ("7MB", Err("unknown suffix \"MB\"")),
+            ("7mi", Err("unknown suffix \"mi\"")),
+            ("7 Mi", Err("unknown suffix \" Mi\"")),
+            ("100Ei", Err("too large")),
+            (
+                "99999999999999999999999999999999999999999",
+                Err("too large"),
+            ),
+        ] {
+            match (byte_quantity(text), want) {
+                (Ok(got), Ok(want)) => assert_eq!(got, want, "{text}"),
+                (Err(got), Err(want)) => {
+                    assert!(got.contains(want), "{text}: {got}");
+                    assert!(got.contains("7Mi"), "the message shows the syntax: {got}");
+                }
+                (got, want) => panic!("{text}: got {got:?}, want {want:?}"),
+            }
+        }
+        assert_eq!(
+            config(&["--max-request-bytes=3Mi"])
+                .settings
+                .max_request_bytes,
+            3 << 20
+        );
     }
 
     #[test]

@@ -38,13 +38,40 @@ pub enum GateError {
     },
 }
 
-impl FromStr for FeatureGates {
+/// The gates one `--feature-gates` value sets, before they are resolved. Kubernetes merges
+/// repeated flags gate by gate (a later value for the same gate wins) and only then applies
+/// `AllAlpha` to the gates no value names, so the raw settings are kept until then.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GateSettings {
+    /// `CSIVolumeHealth=...`, when given.
+    pub csi_volume_health: Option<bool>,
+    /// `AllAlpha=...`, when given.
+    pub all_alpha: Option<bool>,
+}
+
+impl GateSettings {
+    /// These settings with `later`'s on top: a gate `later` names takes `later`'s value.
+    pub fn merge(self, later: GateSettings) -> GateSettings {
+        GateSettings {
+            csi_volume_health: later.csi_volume_health.or(self.csi_volume_health),
+            all_alpha: later.all_alpha.or(self.all_alpha),
+        }
+    }
+
+    /// The gates' state: an explicit value wins over `AllAlpha`; alpha gates are off by default.
+    pub fn resolve(self) -> FeatureGates {
+        FeatureGates {
+            csi_volume_health: self.csi_volume_health.or(self.all_alpha).unwrap_or(false),
+        }
+    }
+}
+
+impl FromStr for GateSettings {
     type Err = GateError;
 
-    /// Parses `Name=bool,Name=bool`. Explicit gates win over `AllAlpha` wherever they appear.
+    /// Parses `Name=bool,Name=bool`; within one value too, a later item for a gate wins.
     fn from_str(s: &str) -> Result<Self, GateError> {
-        let mut explicit = None;
-        let mut all_alpha = None;
+        let mut settings = GateSettings::default();
         for item in s.split(',') {
             let item = item.trim();
             if item.is_empty() {
@@ -54,20 +81,39 @@ impl FromStr for FeatureGates {
                 return Err(GateError::MissingValue(item.to_owned()));
             };
             let (name, value) = (name.trim(), value.trim());
-            let parsed = parse_go_bool(value).ok_or_else(|| GateError::InvalidValue {
+            let parsed = parse_bool(value).map_err(|_| GateError::InvalidValue {
                 name: name.to_owned(),
                 value: value.to_owned(),
             })?;
             match name {
-                CSI_VOLUME_HEALTH => explicit = Some(parsed),
-                ALL_ALPHA => all_alpha = Some(parsed),
+                CSI_VOLUME_HEALTH => settings.csi_volume_health = Some(parsed),
+                ALL_ALPHA => settings.all_alpha = Some(parsed),
                 ALL_BETA => {}
                 _ => return Err(GateError::Unknown(name.to_owned())),
             }
         }
-        Ok(FeatureGates {
-            csi_volume_health: explicit.or(all_alpha).unwrap_or(false),
-        })
+        Ok(settings)
+    }
+}
+
+impl FeatureGates {
+    /// The gates set by `--feature-gates` given once per item of `values`, merged left to right
+    /// as Kubernetes components merge a repeated flag.
+    pub fn from_flags(values: impl IntoIterator<Item = GateSettings>) -> FeatureGates {
+        values
+            .into_iter()
+            .fold(GateSettings::default(), GateSettings::merge)
+            .resolve()
+    }
+}
+
+impl FromStr for FeatureGates {
+    type Err = GateError;
+
+    /// Parses one `--feature-gates` value. Explicit gates win over `AllAlpha` wherever they
+    /// appear.
+    fn from_str(s: &str) -> Result<Self, GateError> {
+        s.parse::<GateSettings>().map(GateSettings::resolve)
     }
 }
 
@@ -77,12 +123,20 @@ impl fmt::Display for FeatureGates {
     }
 }
 
-/// Go's `strconv.ParseBool`.
-fn parse_go_bool(s: &str) -> Option<bool> {
+/// A boolean that Go's `strconv.ParseBool` refuses.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "strconv.ParseBool: parsing {0:?}: invalid syntax; use one of 1, t, T, TRUE, true, True, 0, f, F, FALSE, false, False"
+)]
+pub struct ParseBoolError(pub String);
+
+/// Go's `strconv.ParseBool`, which Kubernetes components use for boolean flags and feature
+/// gates: exactly `1, t, T, TRUE, true, True` and `0, f, F, FALSE, false, False`.
+pub fn parse_bool(s: &str) -> Result<bool, ParseBoolError> {
     match s {
-        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
-        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
-        _ => None,
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(false),
+        _ => Err(ParseBoolError(s.to_owned())),
     }
 }
 
@@ -110,6 +164,59 @@ mod tests {
         assert!(
             on("CSIVolumeHealth=false,CSIVolumeHealth=true"),
             "last wins"
+        );
+    }
+
+    #[test]
+    fn repeated_flags_merge_left_to_right() {
+        fn merged(values: &[&str]) -> bool {
+            FeatureGates::from_flags(values.iter().map(|v| v.parse::<GateSettings>().unwrap()))
+                .csi_volume_health
+        }
+        // (values of --feature-gates in order, CSIVolumeHealth after all of them)
+        let table: &[(&[&str], bool)] = &[
+            (&[], false),
+            (&["CSIVolumeHealth=true"], true),
+            (&["CSIVolumeHealth=true", "CSIVolumeHealth=false"], false),
+            (&["CSIVolumeHealth=false", "CSIVolumeHealth=true"], true),
+            // A later value that names other gates keeps the earlier one's.
+            (&["CSIVolumeHealth=true", "AllBeta=false"], true),
+            (&["CSIVolumeHealth=true", ""], true),
+            // An explicit gate wins over AllAlpha, whichever flag comes first.
+            (&["AllAlpha=true", "CSIVolumeHealth=false"], false),
+            (&["CSIVolumeHealth=false", "AllAlpha=true"], false),
+            (&["AllAlpha=false", "AllAlpha=true"], true),
+            (&["AllAlpha=true", "AllAlpha=false"], false),
+            (
+                &["AllAlpha=true,CSIVolumeHealth=false", "CSIVolumeHealth=1"],
+                true,
+            ),
+        ];
+        for (values, want) in table {
+            assert_eq!(merged(values), *want, "{values:?}");
+        }
+    }
+
+    #[test]
+    fn booleans_are_exactly_gos_parse_bool() {
+        for yes in ["1", "t", "T", "TRUE", "true", "True"] {
+            assert_eq!(parse_bool(yes), Ok(true), "{yes}");
+        }
+        for no in ["0", "f", "F", "FALSE", "false", "False"] {
+            assert_eq!(parse_bool(no), Ok(false), "{no}");
+        }
+        for bad in [
+            "", "yes", "no", "on", "off", "tRUE", "fAlse", " true", "true ", "2", "y",
+        ] {
+            assert_eq!(
+                parse_bool(bad),
+                Err(ParseBoolError(bad.to_owned())),
+                "{bad:?}"
+            );
+        }
+        assert_eq!(
+            parse_bool("yes").unwrap_err().to_string(),
+            "strconv.ParseBool: parsing \"yes\": invalid syntax; use one of 1, t, T, TRUE, true, True, 0, f, F, FALSE, false, False"
         );
     }
 

@@ -1,12 +1,16 @@
 //! Prometheus metrics: requests by endpoint, resource, operation and decision; latency per
-//! endpoint and decision; certificate reloads.
+//! endpoint and decision; the serving certificate's expiry and reloads; the build; and the
+//! standard `process_*` metrics.
 
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
-use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 // The keys are a few addresses and lengths, not client input: no need for SipHash's protection
@@ -14,10 +18,15 @@ use prometheus_client::registry::Registry;
 use rustc_hash::FxHashMap;
 
 /// Latency buckets in seconds: fine below a millisecond, where answers land, and up to the
-/// apiserver's own buckets (5 ms, 25 ms, 100 ms ...) above it.
-const LATENCY_BUCKETS: [f64; 14] = [
+/// apiserver's own buckets (5 ms, 25 ms, 100 ms ...) above it, then 2 s and 3 s, so that a p99
+/// approaching the webhooks' 3 s timeout can be told apart from one of a second.
+const LATENCY_BUCKETS: [f64; 16] = [
     0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+    2.0, 3.0,
 ];
+
+/// The prefix of the server's own metrics.
+pub const PREFIX: &str = "volume_health_webhook";
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
@@ -38,6 +47,11 @@ struct ResultLabels {
     result: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: &'static str,
+}
+
 /// The server's metrics; cheap to clone.
 #[derive(Clone)]
 pub struct Metrics {
@@ -49,6 +63,7 @@ struct Inner {
     requests: Family<RequestLabels, Counter>,
     latency: Family<LatencyLabels, Histogram, fn() -> Histogram>,
     cert_reloads: Family<ResultLabels, Counter>,
+    cert_expiry: Gauge<f64, AtomicU64>,
     /// The series of each label combination seen so far, so that a request does not hash its
     /// label strings and take the lock of both families.
     series: RwLock<FxHashMap<SeriesKey, Series>>,
@@ -82,9 +97,11 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// Registers every metric under the `volume_health_webhook` prefix.
+    /// Registers the server's metrics under the [`PREFIX`], and the `process_*` metrics.
     pub fn new() -> Self {
-        let mut registry = Registry::with_prefix("volume_health_webhook");
+        let mut root = Registry::default();
+        root.register_collector(Box::new(ProcessCollector));
+        let registry = root.sub_registry_with_prefix(PREFIX);
         let requests = Family::<RequestLabels, Counter>::default();
         registry.register(
             "requests",
@@ -104,12 +121,34 @@ impl Metrics {
             "Serving certificate reloads after the files changed, by result",
             cert_reloads.clone(),
         );
+        // Both results from the start, so that `increase(...[1h])` sees the first failure.
+        for result in ["success", "failure"] {
+            let _ = cert_reloads.get_or_create(&ResultLabels { result });
+        }
+        let cert_expiry = Gauge::<f64, AtomicU64>::default();
+        registry.register(
+            "tls_certificate_expiration_timestamp_seconds",
+            "When the serving certificate now in use expires (its leaf's notAfter), in seconds since the Unix epoch",
+            cert_expiry.clone(),
+        );
+        let build_info = Family::<BuildLabels, Gauge>::default();
+        registry.register(
+            "build_info",
+            "Always 1; the version label says which build is running",
+            build_info.clone(),
+        );
+        build_info
+            .get_or_create(&BuildLabels {
+                version: env!("CARGO_PKG_VERSION"),
+            })
+            .set(1);
         Metrics {
             inner: Arc::new(Inner {
-                registry,
+                registry: root,
                 requests,
                 latency,
                 cert_reloads,
+                cert_expiry,
                 series: RwLock::default(),
             }),
         }
@@ -173,6 +212,13 @@ impl Metrics {
             .inc();
     }
 
+    /// Records when the certificate now served expires, in seconds since the Unix epoch.
+    pub fn cert_expires_at(&self, unix_seconds: i64) {
+        // Exact: certificate times are whole seconds far below 2^53.
+        #[allow(clippy::cast_precision_loss)]
+        self.inner.cert_expiry.set(unix_seconds as f64);
+    }
+
     /// The Prometheus text exposition.
     pub fn encode(&self) -> String {
         let mut out = String::new();
@@ -180,6 +226,93 @@ impl Metrics {
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.inner.registry);
         out
     }
+}
+
+/// The standard `process_*` metrics, as Prometheus client libraries export them, read from
+/// `/proc/self` on each scrape. A value that cannot be read is left out of that scrape.
+#[derive(Debug)]
+struct ProcessCollector;
+
+impl Collector for ProcessCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let Ok(process) = procfs::process::Process::myself() else {
+            return Ok(());
+        };
+        // Tick and page counts are far below 2^53: the conversions are exact.
+        #[allow(clippy::cast_precision_loss)]
+        if let Ok(stat) = process.stat() {
+            let ticks = procfs::ticks_per_second() as f64;
+            let cpu = ConstCounter::new((stat.utime + stat.stime) as f64 / ticks);
+            cpu.encode(encoder.encode_descriptor(
+                "process_cpu_seconds",
+                "Total user and system CPU time spent in seconds.",
+                None,
+                cpu.metric_type(),
+            )?)?;
+            let gauges = [
+                (
+                    "process_resident_memory_bytes",
+                    "Resident memory size in bytes.",
+                    Some(stat.rss as f64 * procfs::page_size() as f64),
+                ),
+                (
+                    "process_virtual_memory_bytes",
+                    "Virtual memory size in bytes.",
+                    Some(stat.vsize as f64),
+                ),
+                (
+                    "process_start_time_seconds",
+                    "Start time of the process since unix epoch in seconds.",
+                    procfs::boot_time_secs()
+                        .ok()
+                        .map(|boot| boot as f64 + stat.starttime as f64 / ticks),
+                ),
+                (
+                    "process_threads",
+                    "Number of OS threads in the process.",
+                    Some(stat.num_threads as f64),
+                ),
+            ];
+            for (name, help, value) in gauges {
+                if let Some(value) = value {
+                    encode_gauge(&mut encoder, name, help, value)?;
+                }
+            }
+        }
+        #[allow(clippy::cast_precision_loss)]
+        if let Ok(open) = process.fd_count() {
+            encode_gauge(
+                &mut encoder,
+                "process_open_fds",
+                "Number of open file descriptors.",
+                open as f64,
+            )?;
+        }
+        let max_fds = process
+            .limits()
+            .ok()
+            .map(|limits| limits.max_open_files.soft_limit);
+        #[allow(clippy::cast_precision_loss)]
+        if let Some(procfs::process::LimitValue::Value(max)) = max_fds {
+            encode_gauge(
+                &mut encoder,
+                "process_max_fds",
+                "Maximum number of open file descriptors.",
+                max as f64,
+            )?;
+        }
+        Ok(())
+    }
+}
+
+fn encode_gauge(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    value: f64,
+) -> Result<(), std::fmt::Error> {
+    let gauge = ConstGauge::new(value);
+    gauge.encode(encoder.encode_descriptor(name, help, None, gauge.metric_type())?)
 }
 
 #[cfg(test)]
@@ -220,5 +353,82 @@ mod tests {
             assert!(text.contains(line), "missing {line}\n{text}");
         }
         assert_eq!(text.matches("requests_total{").count(), 2, "{text}");
+    }
+
+    fn sample(text: &str, series: &str) -> Option<f64> {
+        text.lines()
+            .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+            .map(|value| value.parse().expect("a number"))
+    }
+
+    #[test]
+    fn operator_metrics_are_there_from_the_start() {
+        let metrics = Metrics::new();
+        let text = metrics.encode();
+        for (series, want) in [
+            (
+                r#"volume_health_webhook_tls_certificate_reloads_total{result="success"}"#,
+                Some(0.0),
+            ),
+            (
+                r#"volume_health_webhook_tls_certificate_reloads_total{result="failure"}"#,
+                Some(0.0),
+            ),
+            (
+                concat!(
+                    r#"volume_health_webhook_build_info{version=""#,
+                    env!("CARGO_PKG_VERSION"),
+                    r#""}"#
+                ),
+                Some(1.0),
+            ),
+        ] {
+            assert_eq!(sample(&text, series), want, "{series}\n{text}");
+        }
+        metrics.cert_reload(false);
+        metrics.cert_expires_at(1_924_992_000);
+        let text = metrics.encode();
+        assert_eq!(
+            sample(
+                &text,
+                r#"volume_health_webhook_tls_certificate_reloads_total{result="failure"}"#
+            ),
+            Some(1.0)
+        );
+        assert_eq!(
+            sample(
+                &text,
+                "volume_health_webhook_tls_certificate_expiration_timestamp_seconds"
+            ),
+            Some(1_924_992_000.0),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn process_metrics_describe_this_process() {
+        let text = Metrics::new().encode();
+        let value = |name: &str| sample(&text, name).unwrap_or_else(|| panic!("{name}\n{text}"));
+        assert!(value("process_cpu_seconds_total") >= 0.0);
+        // A test binary has some memory, some threads and at least stdin, stdout and stderr.
+        assert!(value("process_resident_memory_bytes") > 1_000_000.0);
+        assert!(value("process_virtual_memory_bytes") >= value("process_resident_memory_bytes"));
+        assert!(value("process_threads") >= 1.0);
+        assert!(value("process_open_fds") >= 3.0);
+        assert!(value("process_max_fds") >= value("process_open_fds"));
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("after 1970")
+            .as_secs_f64();
+        let started = value("process_start_time_seconds");
+        assert!(
+            started <= now + 1.0 && started > now - 3600.0,
+            "started {started}, now {now}"
+        );
+        assert!(
+            text.contains("# TYPE process_cpu_seconds counter"),
+            "{text}"
+        );
+        assert!(!text.contains("volume_health_webhook_process"), "{text}");
     }
 }

@@ -79,6 +79,11 @@ pub enum ServeError {
         #[source]
         source: std::io::Error,
     },
+    /// Both ports are the same: the webhooks need TLS, the health endpoints plain HTTP.
+    #[error(
+        "--secure-port and --health-port are both {0}: the webhooks (TLS) and /healthz, /readyz, /metrics (plain HTTP) each need their own port"
+    )]
+    SamePort(u16),
     /// The generated CA could not be written.
     #[error("failed to write the CA certificate to {path}")]
     WriteCa {
@@ -107,6 +112,10 @@ pub struct Server {
 impl Server {
     /// Loads or generates the certificate and binds both ports; fails fast on either.
     pub async fn bind(config: ServeConfig) -> Result<Self, ServeError> {
+        // Port 0 twice is two free ports.
+        if config.secure_port == config.health_port && config.secure_port != 0 {
+            return Err(ServeError::SamePort(config.secure_port));
+        }
         let mut loaded = None;
         let (resolver, ca_pem) = match &config.certs {
             CertSource::Files(files) => {
@@ -143,13 +152,17 @@ impl Server {
         )?);
         let secure = bind(SocketAddr::new(config.bind_address, config.secure_port)).await?;
         let health = bind(SocketAddr::new(config.bind_address, config.health_port)).await?;
+        let metrics = Metrics::new();
+        if let Some(at) = resolver.expires_at() {
+            metrics.cert_expires_at(at);
+        }
         Ok(Server {
             config,
             secure,
             health,
             tls,
             resolver,
-            metrics: Metrics::new(),
+            metrics,
             readiness: Readiness::ready(),
             ca_pem,
             loaded,

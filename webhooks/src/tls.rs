@@ -148,6 +148,19 @@ impl ReloadingResolver {
     pub fn replace(&self, key: CertifiedKey) {
         self.current.store(Arc::new(key));
     }
+
+    /// When the certificate served now expires, in seconds since the Unix epoch.
+    pub fn expires_at(&self) -> Option<i64> {
+        expires_at(&self.current.load())
+    }
+}
+
+/// The `notAfter` of `key`'s leaf certificate, in seconds since the Unix epoch; `None` if the
+/// leaf does not parse as X.509 (rustls only checked that it matches the key).
+pub fn expires_at(key: &CertifiedKey) -> Option<i64> {
+    let leaf = key.cert.first()?;
+    let (_, cert) = x509_parser::parse_x509_certificate(leaf.as_ref()).ok()?;
+    Some(cert.validity().not_after.timestamp())
 }
 
 impl ResolvesServerCert for ReloadingResolver {
@@ -219,6 +232,9 @@ pub async fn watch(
         match state.observe(&files, contents) {
             Reload::Unchanged => {}
             Reload::Serve(key) => {
+                if let Some(at) = expires_at(&key) {
+                    metrics.cert_expires_at(at);
+                }
                 resolver.replace(*key);
                 metrics.cert_reload(true);
                 tracing::info!(cert = %files.cert.display(), "serving certificate reloaded");
@@ -448,6 +464,31 @@ mod tests {
         assert!(matches!(state.observe(&files(), broken), Reload::Unchanged));
         // Going back to the served pair is a change too: served again, nothing reported.
         assert!(matches!(state.observe(&files(), good), Reload::Serve(_)));
+    }
+
+    #[test]
+    fn expiry_is_the_leafs_not_after() {
+        let key_pair = rcgen::KeyPair::generate().expect("generates");
+        let mut params =
+            rcgen::CertificateParams::new(vec!["localhost".to_owned()]).expect("valid name");
+        params.not_after = rcgen::date_time_ymd(2031, 1, 2);
+        let cert = params.self_signed(&key_pair).expect("signs");
+        let contents = (
+            cert.pem().into_bytes(),
+            key_pair.serialize_pem().into_bytes(),
+        );
+        let key = certified_key(&files(), &contents.0, &contents.1).expect("loads");
+        // 2031-01-02T00:00:00Z
+        assert_eq!(expires_at(&key), Some(1_925_078_400));
+        let resolver = ReloadingResolver::new(key);
+        assert_eq!(resolver.expires_at(), Some(1_925_078_400));
+        let generated = self_signed().expect("generates");
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("after 1970")
+            .as_secs();
+        let generated_expiry = expires_at(&generated.key).expect("parses");
+        assert!(generated_expiry > i64::try_from(now).expect("fits"));
     }
 
     #[test]

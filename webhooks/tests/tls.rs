@@ -193,6 +193,49 @@ async fn kubelet_symlink_swap_is_served_without_failing_a_request_under_load() {
     server.stop().await;
 }
 
+const EXPIRY: &str = "volume_health_webhook_tls_certificate_expiration_timestamp_seconds";
+
+/// The expiry gauge follows the certificate in service: set at start, updated on a reload.
+#[tokio::test]
+async fn certificate_expiry_gauge_follows_each_reload() {
+    let ca = Ca::new("expiry CA");
+    let (first, second) = (ca.server_pair_expiring(2030), ca.server_pair_expiring(2031));
+    let dir = tempfile::tempdir().unwrap();
+    let files = support::write_pair(dir.path(), &first);
+    let server = Running::start(support::config(CertSource::Files(files))).await;
+    let metrics = server.metrics().await;
+    // 2030-01-01T00:00:00Z
+    assert_eq!(
+        support::metric(&metrics, EXPIRY),
+        1_893_456_000.0,
+        "{metrics}"
+    );
+    assert_eq!(support::metric(&metrics, SUCCESSES), 0.0, "{metrics}");
+    assert!(
+        metrics.contains(SUCCESSES) && metrics.contains(FAILURES),
+        "{metrics}"
+    );
+    support::write_pair(dir.path(), &second);
+    assert!(
+        wait_for_leaf(
+            &server,
+            &ca.pem,
+            &second.leaf_der(),
+            Duration::from_secs(20)
+        )
+        .await
+    );
+    let metrics = server.metrics().await;
+    // 2031-01-01T00:00:00Z
+    assert_eq!(
+        support::metric(&metrics, EXPIRY),
+        1_924_992_000.0,
+        "{metrics}"
+    );
+    assert_eq!(support::metric(&metrics, SUCCESSES), 1.0, "{metrics}");
+    server.stop().await;
+}
+
 /// A pair rewritten in place (same files, new contents) is served.
 #[tokio::test]
 async fn in_place_rewrite_is_served() {

@@ -25,6 +25,10 @@ pub(crate) const INSTALLABLE: &[&str] = &["overlays/cert-manager", "overlays/pro
 /// Directories under `manifests/` that belong to other components.
 const NOT_OURS: &[&str] = &["doctor"];
 
+/// Optional kustomize components, added to an overlay by the operator; `tests/monitoring.rs`
+/// renders each on top of every installable overlay.
+pub(crate) const COMPONENTS: &[&str] = &["components/monitoring", "components/network-policy"];
+
 /// The overlay that generates its Secret from PEM files the operator puts into `certs/`.
 pub(crate) const PROVIDED_CERTS: &str = "overlays/provided-certs";
 
@@ -64,7 +68,11 @@ pub(crate) fn kustomization_dirs() -> BTreeSet<String> {
         for entry in entries {
             let path = entry.expect("directory entry").path();
             let relative = path.strip_prefix(root).expect("below the root");
-            if NOT_OURS.iter().any(|skip| relative == Path::new(skip)) {
+            if NOT_OURS
+                .iter()
+                .chain(COMPONENTS)
+                .any(|skip| relative == Path::new(skip))
+            {
                 continue;
             }
             if path.is_dir() {
@@ -165,6 +173,46 @@ fn render_with_provided_certs() -> Vec<Value> {
         fs::write(certs.join(file), content).expect("stand-in certificate file");
     }
     kustomize(&overlay)
+}
+
+/// Renders an installable overlay with `components` added, as an operator's own overlay
+/// would: `resources: [<overlay>]` and `components: [...]`, in a copy of `manifests/`.
+pub(crate) fn render_with_components(overlay: &str, components: &[&str]) -> Vec<Value> {
+    let scratch = tempfile::Builder::new()
+        .prefix("components-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .expect("scratch directory");
+    let root = scratch.path().join("manifests");
+    copy_tree(&manifests_dir(), &root);
+    let certs = root.join(PROVIDED_CERTS).join("certs");
+    fs::create_dir_all(&certs).expect("certs directory");
+    for (file, content) in PROVIDED_CERT_FILES {
+        fs::write(certs.join(file), content).expect("stand-in certificate file");
+    }
+    let mine = root.join("overlays/operator");
+    fs::create_dir_all(&mine).expect("overlay directory");
+    let mut kustomization = format!("resources:\n  - ../../{overlay}\ncomponents:\n");
+    for component in components {
+        kustomization.push_str(&format!("  - ../../{component}\n"));
+    }
+    fs::write(mine.join("kustomization.yaml"), kustomization).expect("kustomization");
+    kustomize(&mine)
+}
+
+/// Every directory under `manifests/components/` that holds a kustomization.
+pub(crate) fn component_dirs() -> BTreeSet<String> {
+    let dir = manifests_dir().join("components");
+    fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
+        .map(|entry| entry.expect("directory entry").path())
+        .filter(|path| path.join("kustomization.yaml").is_file())
+        .map(|path| {
+            format!(
+                "components/{}",
+                path.file_name().expect("a name").to_string_lossy()
+            )
+        })
+        .collect()
 }
 
 /// Copies the files of a directory tree, leaving out `certs/`, where an operator may keep

@@ -84,6 +84,24 @@ impl Ca {
         )
     }
 
+    /// A serving certificate like [`Ca::server_pair`] that expires at midnight UTC on the
+    /// first of January of `year`.
+    pub(crate) fn server_pair_expiring(&self, year: i32) -> Pair {
+        let key = KeyPair::generate().expect("leaf key");
+        let mut params = CertificateParams::new(vec!["localhost".into(), "127.0.0.1".into()])
+            .expect("leaf params");
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "localhost");
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        params.not_after = rcgen::date_time_ymd(year, 1, 1);
+        let cert = params.signed_by(&key, &self.issuer).expect("leaf");
+        Pair {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+        }
+    }
+
     /// A client certificate, as kube-apiserver presents one.
     pub(crate) fn client_pair(&self, name: &str) -> Pair {
         self.leaf(Vec::new(), name, ExtendedKeyUsagePurpose::ClientAuth)
