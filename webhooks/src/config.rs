@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::enforcement::EnforcementAction;
 use crate::gates::FeatureGates;
 use crate::handlers::Settings;
 use crate::server::{CertSource, ServeConfig};
@@ -78,6 +79,11 @@ pub struct ServeArgs {
     /// user but nodes.
     #[arg(long, env = "VOLUME_HEALTH_PVC_HEALTH_WRITERS", value_delimiter = ',')]
     pub pvc_health_writers: Vec<String>,
+    /// What /validate does with a review that field validation refuses: `deny` it, allow it
+    /// with the errors as warnings (`warn`), or allow it and only log and count it (`dryrun`).
+    /// Node restriction always denies.
+    #[arg(long, env = "VOLUME_HEALTH_ENFORCEMENT_ACTION", value_enum, default_value_t = EnforcementAction::Deny)]
+    pub enforcement_action: EnforcementAction,
     /// Largest request body; an UPDATE review carries two objects.
     #[arg(long, env = "VOLUME_HEALTH_MAX_REQUEST_BYTES", default_value_t = 7 * 1024 * 1024)]
     pub max_request_bytes: usize,
@@ -131,6 +137,7 @@ impl ServeArgs {
                 gates: self.feature_gates,
                 authz_deny_on_mismatch: self.authz_deny_on_mismatch,
                 pvc_health_writers: (!writers.is_empty()).then_some(writers),
+                enforcement_action: self.enforcement_action,
                 max_request_bytes: self.max_request_bytes,
                 request_timeout: self.request_timeout,
             },
@@ -229,6 +236,40 @@ mod tests {
         );
         assert_eq!(config.shutdown_delay, Duration::from_millis(1500));
         assert!(matches!(config.certs, CertSource::Files(_)));
+    }
+
+    #[test]
+    fn enforcement_action_defaults_to_deny_and_reads_its_variable() {
+        let Command::Serve(args) = parse(&["serve"]).unwrap().command;
+        assert_eq!(
+            args.into_config().settings.enforcement_action,
+            EnforcementAction::Deny
+        );
+        for (value, action) in [
+            ("deny", EnforcementAction::Deny),
+            ("warn", EnforcementAction::Warn),
+            ("dryrun", EnforcementAction::Dryrun),
+        ] {
+            let flag = format!("--enforcement-action={value}");
+            let Command::Serve(args) = parse(&["serve", &flag]).unwrap().command;
+            assert_eq!(args.into_config().settings.enforcement_action, action);
+        }
+        let err = parse(&["serve", "--enforcement-action=audit"]).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("[possible values: deny, warn, dryrun]"),
+            "{err}"
+        );
+        let command = <Cli as clap::CommandFactory>::command();
+        let serve = command.find_subcommand("serve").unwrap();
+        let arg = serve
+            .get_arguments()
+            .find(|a| a.get_id() == "enforcement_action")
+            .unwrap();
+        assert_eq!(
+            arg.get_env().and_then(|e| e.to_str()),
+            Some("VOLUME_HEALTH_ENFORCEMENT_ACTION")
+        );
     }
 
     #[test]

@@ -15,12 +15,15 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use json_patch::{Patch, PatchOperation, RemoveOperation, jsonptr::PointerBuf};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use tracing::Level;
 use volume_health_authz::{AuthzPolicy, Decision, RequestAttributes};
 use volume_health_validation::{
-    AdmissionRequest, HealthResource, Operation, RestrictionPolicy, Verdict, bad_request_status,
+    AdmissionRequest, FieldError, HealthResource, Operation, RestrictionPolicy, Verdict,
+    bad_request_status,
 };
 
+use crate::enforcement::{self, EnforcementAction};
 use crate::error_chain;
 use crate::gates::FeatureGates;
 use crate::metrics::Metrics;
@@ -35,6 +38,8 @@ pub struct Settings {
     pub authz_deny_on_mismatch: bool,
     /// When set, only these users may change a claim's `status.healthStatus`.
     pub pvc_health_writers: Option<HashSet<String>>,
+    /// What `/validate` does with a review that field validation refuses.
+    pub enforcement_action: EnforcementAction,
     /// Largest request body accepted; larger gets 413.
     pub max_request_bytes: usize,
     /// Longest time to receive a request's body; longer gets 408. The handlers do not wait on
@@ -48,6 +53,7 @@ pub struct WebhookState {
     restriction: Arc<RestrictionPolicy>,
     authz: AuthzPolicy,
     gates: FeatureGates,
+    enforcement_action: EnforcementAction,
     metrics: Metrics,
     max_request_bytes: usize,
     request_timeout: Duration,
@@ -56,6 +62,8 @@ pub struct WebhookState {
 impl WebhookState {
     /// State for `settings`, reporting into `metrics`.
     pub fn new(settings: &Settings, metrics: Metrics) -> Self {
+        let resources = HealthResource::ALL.map(HealthResource::resource);
+        metrics.expect_violations(settings.enforcement_action.as_str(), &resources);
         WebhookState {
             restriction: Arc::new(RestrictionPolicy {
                 gate_enabled: settings.gates.csi_volume_health,
@@ -66,6 +74,7 @@ impl WebhookState {
                 deny_on_mismatch: settings.authz_deny_on_mismatch,
             },
             gates: settings.gates,
+            enforcement_action: settings.enforcement_action,
             metrics,
             max_request_bytes: settings.max_request_bytes,
             request_timeout: settings.request_timeout,
@@ -164,6 +173,9 @@ async fn validate(State(state): State<WebhookState>, body: Body) -> Response {
                 Ok(Verdict::Allowed) => (review::Response::allow(&request.uid), "allowed"),
                 Ok(verdict) => {
                     let status = verdict.status(resource).unwrap_or_default();
+                    if let Verdict::Invalid { errors, .. } = &verdict {
+                        return enforce(state, request, resource, status, errors);
+                    }
                     (
                         review::Response::deny(&request.uid, status),
                         verdict.label(),
@@ -176,6 +188,43 @@ async fn validate(State(state): State<WebhookState>, body: Body) -> Response {
             }
         },
     )
+}
+
+/// Applies `--enforcement-action` to a review that field validation refuses with `status`.
+/// Node restriction and undecodable objects never come here: they are denied in every mode.
+fn enforce<'a>(
+    state: &WebhookState,
+    request: &'a AdmissionRequest<'a>,
+    resource: HealthResource,
+    status: Status,
+    errors: &[FieldError],
+) -> (review::Response<'a>, &'static str) {
+    let action = state.enforcement_action;
+    // Counted in every mode, so the count seen during `warn` or `dryrun` is what `deny` would
+    // refuse.
+    state
+        .metrics
+        .violation(resource.resource(), action.as_str());
+    if action == EnforcementAction::Deny {
+        return (review::Response::deny(&request.uid, status), "invalid");
+    }
+    // The answer (allowed) tells nobody what was wrong, so the would-be denial is logged whole.
+    tracing::info!(
+        uid = %request.uid,
+        resource = resource.resource(),
+        namespace = request.namespace.as_deref().unwrap_or_default(),
+        name = request.name(),
+        user = %request.user_info.username,
+        action = action.as_str(),
+        message = status.message.as_deref().unwrap_or_default(),
+        "field validation would deny"
+    );
+    let mut response = review::Response::allow(&request.uid);
+    if action == EnforcementAction::Warn {
+        response.warnings = enforcement::warnings(errors);
+        return (response, "warned");
+    }
+    (response, "dryrun")
 }
 
 /// The common path of both admission endpoints: decode, decide, log, count, answer.

@@ -6,6 +6,7 @@
 //! assembles the process.
 
 pub mod config;
+pub mod enforcement;
 pub mod gates;
 mod handlers;
 pub mod health;

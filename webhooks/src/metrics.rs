@@ -1,5 +1,6 @@
 //! Prometheus metrics: requests by endpoint, resource, operation and decision; latency per
-//! endpoint and decision; certificate reloads.
+//! endpoint and decision; certificate reloads; reviews that field validation refuses, by
+//! resource and enforcement action.
 
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
@@ -34,6 +35,12 @@ struct LatencyLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ViolationLabels {
+    resource: &'static str,
+    action: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResultLabels {
     result: &'static str,
 }
@@ -49,6 +56,7 @@ struct Inner {
     requests: Family<RequestLabels, Counter>,
     latency: Family<LatencyLabels, Histogram, fn() -> Histogram>,
     cert_reloads: Family<ResultLabels, Counter>,
+    violations: Family<ViolationLabels, Counter>,
     /// The series of each label combination seen so far, so that a request does not hash its
     /// label strings and take the lock of both families.
     series: RwLock<FxHashMap<SeriesKey, Series>>,
@@ -104,12 +112,20 @@ impl Metrics {
             "Serving certificate reloads after the files changed, by result",
             cert_reloads.clone(),
         );
+        let violations = Family::<ViolationLabels, Counter>::default();
+        registry.register(
+            "violations",
+            "Reviews that field validation refuses, by resource and the enforcement action \
+             applied (deny, warn or dryrun)",
+            violations.clone(),
+        );
         Metrics {
             inner: Arc::new(Inner {
                 registry,
                 requests,
                 latency,
                 cert_reloads,
+                violations,
                 series: RwLock::default(),
             }),
         }
@@ -173,6 +189,27 @@ impl Metrics {
             .inc();
     }
 
+    /// Creates the violation series of `action` for each of `resources` at zero, so that a
+    /// dashboard watching a `warn` or `dryrun` period shows 0, not "no data", until the first.
+    pub fn expect_violations(&self, action: &'static str, resources: &[&'static str]) {
+        for &resource in resources {
+            // Creating the series is the point; the guard is released at once.
+            let _ = self
+                .inner
+                .violations
+                .get_or_create(&ViolationLabels { resource, action });
+        }
+    }
+
+    /// Counts a review that field validation refuses, whatever `action` then does with it.
+    /// Rare enough that the family's own lookup is fine.
+    pub fn violation(&self, resource: &'static str, action: &'static str) {
+        self.inner
+            .violations
+            .get_or_create(&ViolationLabels { resource, action })
+            .inc();
+    }
+
     /// The Prometheus text exposition.
     pub fn encode(&self) -> String {
         let mut out = String::new();
@@ -220,5 +257,23 @@ mod tests {
             assert!(text.contains(line), "missing {line}\n{text}");
         }
         assert_eq!(text.matches("requests_total{").count(), 2, "{text}");
+    }
+
+    #[test]
+    fn violations_start_at_zero_for_the_expected_series_and_count() {
+        let metrics = Metrics::new();
+        assert!(!metrics.encode().contains("violations_total{"));
+        metrics.expect_violations("warn", &["pods", "csinodes"]);
+        metrics.violation("pods", "warn");
+        metrics.violation("pods", "warn");
+        let text = metrics.encode();
+        for line in [
+            "# TYPE volume_health_webhook_violations counter",
+            r#"volume_health_webhook_violations_total{resource="pods",action="warn"} 2"#,
+            r#"volume_health_webhook_violations_total{resource="csinodes",action="warn"} 0"#,
+        ] {
+            assert!(text.contains(line), "missing {line}\n{text}");
+        }
+        assert_eq!(text.matches("violations_total{").count(), 2, "{text}");
     }
 }

@@ -17,6 +17,7 @@ use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use support::apiserver_order;
 use tower::ServiceExt;
+use volume_health_webhooks::enforcement::EnforcementAction;
 use volume_health_webhooks::gates::FeatureGates;
 use volume_health_webhooks::metrics::Metrics;
 use volume_health_webhooks::{Settings, router};
@@ -28,6 +29,7 @@ fn settings(profile: &str) -> Settings {
         },
         authz_deny_on_mismatch: profile == "deny-mismatch",
         pvc_health_writers: None,
+        enforcement_action: EnforcementAction::Deny,
         max_request_bytes: 7 * 1024 * 1024,
         request_timeout: Duration::from_secs(10),
     }

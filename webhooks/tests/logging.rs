@@ -12,6 +12,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use serde_json::Value;
 use tower::ServiceExt;
+use volume_health_webhooks::enforcement::EnforcementAction;
 use volume_health_webhooks::gates::FeatureGates;
 use volume_health_webhooks::metrics::Metrics;
 use volume_health_webhooks::{Settings, router};
@@ -23,6 +24,7 @@ fn app(deny_on_mismatch: bool) -> Router {
         },
         authz_deny_on_mismatch: deny_on_mismatch,
         pvc_health_writers: None,
+        enforcement_action: EnforcementAction::Deny,
         max_request_bytes: 7 * 1024 * 1024,
         request_timeout: Duration::from_secs(10),
     };
