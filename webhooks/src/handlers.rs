@@ -216,7 +216,7 @@ fn enforce<'a>(
         name = request.name(),
         user = %request.user_info.username,
         action = action.as_str(),
-        message = status.message.as_deref().unwrap_or_default(),
+        denial = status.message.as_deref().unwrap_or_default(),
         "field validation would deny"
     );
     let mut response = review::Response::allow(&request.uid);
