@@ -21,6 +21,7 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use http_body_util::BodyExt;
 use tower::ServiceExt;
 use volume_health_tests::bench_requests;
+use volume_health_webhooks::enforcement::EnforcementAction;
 use volume_health_webhooks::gates::FeatureGates;
 use volume_health_webhooks::metrics::Metrics;
 use volume_health_webhooks::{Settings, router};
@@ -34,6 +35,7 @@ fn server() -> Router {
         },
         authz_deny_on_mismatch: false,
         pvc_health_writers: None,
+        enforcement_action: EnforcementAction::Deny,
         max_request_bytes: MAX_REQUEST_BYTES,
         max_in_flight_bytes: 64 * MAX_REQUEST_BYTES,
         request_timeout: Duration::from_secs(10),

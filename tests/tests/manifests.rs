@@ -30,8 +30,8 @@ use manifests_support::server::{
 };
 use manifests_support::{
     COMPONENTS, INSTALLABLE, KUSTOMIZATIONS, NAMESPACE, PROVIDED_CERT_FILES, PROVIDED_CERTS,
-    Rendered, array_at, component_dirs, kustomization_dirs, read_manifest, read_single_manifest,
-    render_with_components, rendered, rendering, str_at, strings_at,
+    Rendered, WARN, array_at, component_dirs, kustomization_dirs, read_manifest,
+    read_single_manifest, render_with_components, rendered, rendering, str_at, strings_at,
 };
 
 // ---------------------------------------------------------------------------------------
@@ -438,6 +438,73 @@ fn server_flags_are_known_and_tls_files_come_from_the_mounted_secret() {
             "{name}: the private key must not be world-readable (mode {mode:o})"
         );
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Enforcement action
+// ---------------------------------------------------------------------------------------
+
+/// The base denies, and says so; `overlays/cert-manager-warn` sets `warn` and changes nothing
+/// else: every object is the cert-manager overlay's, apart from that one variable.
+#[test]
+fn the_base_denies_and_the_warn_overlay_changes_only_the_enforcement_action() {
+    const VARIABLE: &str = "VOLUME_HEALTH_ENFORCEMENT_ACTION";
+    for rendering in rendered() {
+        let flags = ServerFlags::of(webhook_container(rendering));
+        let want = if rendering.name == WARN {
+            "warn"
+        } else {
+            "deny"
+        };
+        assert_eq!(
+            flags.get("enforcement-action"),
+            Some(want),
+            "{}",
+            rendering.name
+        );
+        assert!(
+            flags.is_set("enforcement-action"),
+            "{}: the action is set explicitly, so `kubectl set env` and overlays replace it",
+            rendering.name
+        );
+        let set = array_at(webhook_container(rendering), "/env")
+            .iter()
+            .filter(|v| v["name"] == VARIABLE)
+            .count();
+        assert_eq!(set, 1, "{}: {VARIABLE} set once", rendering.name);
+    }
+
+    // The objects by kind, namespace and name, with the Deployment's variables in name order
+    // and the enforcement action left out.
+    let comparable = |rendering: &Rendered| -> std::collections::BTreeMap<String, Value> {
+        rendering
+            .objects
+            .iter()
+            .map(|object| {
+                let mut object = object.clone();
+                if object["kind"] == "Deployment" {
+                    let env = object
+                        .pointer_mut("/spec/template/spec/containers/0/env")
+                        .and_then(Value::as_array_mut)
+                        .expect("the container's env");
+                    env.retain(|v| v["name"] != VARIABLE);
+                    env.sort_by_key(|v| v["name"].as_str().unwrap_or_default().to_owned());
+                }
+                let key = format!(
+                    "{}/{}/{}",
+                    str_at(&object, "/kind"),
+                    object["metadata"]["namespace"].as_str().unwrap_or(""),
+                    str_at(&object, "/metadata/name")
+                );
+                (key, object)
+            })
+            .collect()
+    };
+    assert_eq!(
+        comparable(rendering(WARN)),
+        comparable(rendering("overlays/cert-manager")),
+        "{WARN} differs from overlays/cert-manager beyond the enforcement action"
+    );
 }
 
 // ---------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use clap::{ArgAction, Args, Parser, Subcommand};
 
+use crate::enforcement::EnforcementAction;
 use crate::gates::{FeatureGates, GateSettings, parse_bool};
 use crate::handlers::Settings;
 use crate::server::{CertSource, ServeConfig};
@@ -98,6 +99,11 @@ pub struct ServeArgs {
     /// user but nodes.
     #[arg(long, env = "VOLUME_HEALTH_PVC_HEALTH_WRITERS", value_delimiter = ',')]
     pub pvc_health_writers: Vec<String>,
+    /// What /validate does with a review that field validation refuses: `deny` it, allow it
+    /// with the errors as warnings (`warn`), or allow it and only log and count it (`dryrun`).
+    /// Node restriction always denies.
+    #[arg(long, env = "VOLUME_HEALTH_ENFORCEMENT_ACTION", value_enum, default_value_t = EnforcementAction::Deny)]
+    pub enforcement_action: EnforcementAction,
     /// Largest request body, in bytes or as a Kubernetes quantity (`7Mi`, `8M`); an UPDATE
     /// review carries two objects.
     #[arg(
@@ -163,6 +169,7 @@ impl ServeArgs {
                 gates: FeatureGates::from_flags(self.feature_gates),
                 authz_deny_on_mismatch: self.authz_deny_on_mismatch,
                 pvc_health_writers: (!writers.is_empty()).then_some(writers),
+                enforcement_action: self.enforcement_action,
                 max_request_bytes: self.max_request_bytes,
                 max_in_flight_bytes: self.max_in_flight_bytes,
                 request_timeout: self.request_timeout,
@@ -503,6 +510,44 @@ mod tests {
                 .settings
                 .max_request_bytes,
             3 << 20
+        );
+    }
+
+    #[test]
+    fn enforcement_action_defaults_to_deny_and_reads_its_variable() {
+        let Command::Serve(args) = parse(&["serve"]).unwrap().command else {
+            panic!("not serve");
+        };
+        assert_eq!(
+            args.into_config().settings.enforcement_action,
+            EnforcementAction::Deny
+        );
+        for (value, action) in [
+            ("deny", EnforcementAction::Deny),
+            ("warn", EnforcementAction::Warn),
+            ("dryrun", EnforcementAction::Dryrun),
+        ] {
+            let flag = format!("--enforcement-action={value}");
+            let Command::Serve(args) = parse(&["serve", &flag]).unwrap().command else {
+                panic!("not serve");
+            };
+            assert_eq!(args.into_config().settings.enforcement_action, action);
+        }
+        let err = parse(&["serve", "--enforcement-action=audit"]).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("[possible values: deny, warn, dryrun]"),
+            "{err}"
+        );
+        let command = <Cli as clap::CommandFactory>::command();
+        let serve = command.find_subcommand("serve").unwrap();
+        let arg = serve
+            .get_arguments()
+            .find(|a| a.get_id() == "enforcement_action")
+            .unwrap();
+        assert_eq!(
+            arg.get_env().and_then(|e| e.to_str()),
+            Some("VOLUME_HEALTH_ENFORCEMENT_ACTION")
         );
     }
 

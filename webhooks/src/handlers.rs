@@ -16,13 +16,16 @@ use axum::routing::post;
 use bytes::BytesMut;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use json_patch::{Patch, PatchOperation, RemoveOperation, jsonptr::PointerBuf};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::Level;
 use volume_health_authz::{AuthzPolicy, Decision, RequestAttributes};
 use volume_health_validation::{
-    AdmissionRequest, HealthResource, Operation, RestrictionPolicy, Verdict, bad_request_status,
+    AdmissionRequest, FieldError, HealthResource, Operation, RestrictionPolicy, Verdict,
+    bad_request_status,
 };
 
+use crate::enforcement::{self, EnforcementAction};
 use crate::error_chain;
 use crate::gates::FeatureGates;
 use crate::metrics::Metrics;
@@ -37,6 +40,8 @@ pub struct Settings {
     pub authz_deny_on_mismatch: bool,
     /// When set, only these users may change a claim's `status.healthStatus`.
     pub pvc_health_writers: Option<HashSet<String>>,
+    /// What `/validate` does with a review that field validation refuses.
+    pub enforcement_action: EnforcementAction,
     /// Largest request body accepted; larger gets 413.
     pub max_request_bytes: usize,
     /// Most bytes of request bodies held at once, from the first byte read to the answer; a body
@@ -53,6 +58,7 @@ pub struct WebhookState {
     restriction: Arc<RestrictionPolicy>,
     authz: AuthzPolicy,
     gates: FeatureGates,
+    enforcement_action: EnforcementAction,
     metrics: Metrics,
     max_request_bytes: usize,
     request_timeout: Duration,
@@ -64,6 +70,8 @@ impl WebhookState {
     /// State for `settings`, reporting into `metrics`.
     pub fn new(settings: &Settings, metrics: Metrics) -> Self {
         let in_flight_kib = kib(settings.max_in_flight_bytes);
+        let resources = HealthResource::ALL.map(HealthResource::resource);
+        metrics.expect_violations(settings.enforcement_action.as_str(), &resources);
         WebhookState {
             restriction: Arc::new(RestrictionPolicy {
                 gate_enabled: settings.gates.csi_volume_health,
@@ -74,6 +82,7 @@ impl WebhookState {
                 deny_on_mismatch: settings.authz_deny_on_mismatch,
             },
             gates: settings.gates,
+            enforcement_action: settings.enforcement_action,
             metrics,
             max_request_bytes: settings.max_request_bytes,
             request_timeout: settings.request_timeout,
@@ -226,6 +235,9 @@ async fn validate(State(state): State<WebhookState>, body: Body) -> Response {
                 Ok(Verdict::Allowed) => (review::Response::allow(&request.uid), "allowed"),
                 Ok(verdict) => {
                     let status = verdict.status(resource).unwrap_or_default();
+                    if let Verdict::Invalid { errors, .. } = &verdict {
+                        return enforce(state, request, resource, status, errors);
+                    }
                     (
                         review::Response::deny(&request.uid, status),
                         verdict.label(),
@@ -239,6 +251,43 @@ async fn validate(State(state): State<WebhookState>, body: Body) -> Response {
         },
     )
     .await
+}
+
+/// Applies `--enforcement-action` to a review that field validation refuses with `status`.
+/// Node restriction and undecodable objects never come here: they are denied in every mode.
+fn enforce<'a>(
+    state: &WebhookState,
+    request: &'a AdmissionRequest<'a>,
+    resource: HealthResource,
+    status: Status,
+    errors: &[FieldError],
+) -> (review::Response<'a>, &'static str) {
+    let action = state.enforcement_action;
+    // Counted in every mode, so the count seen during `warn` or `dryrun` is what `deny` would
+    // refuse.
+    state
+        .metrics
+        .violation(resource.resource(), action.as_str());
+    if action == EnforcementAction::Deny {
+        return (review::Response::deny(&request.uid, status), "invalid");
+    }
+    // The answer (allowed) tells nobody what was wrong, so the would-be denial is logged whole.
+    tracing::info!(
+        uid = &*request.uid,
+        resource = resource.resource(),
+        namespace = request.namespace.as_deref().unwrap_or_default(),
+        name = request.name(),
+        user = &*request.user_info.username,
+        action = action.as_str(),
+        denial = status.message.as_deref().unwrap_or_default(),
+        "field validation would deny"
+    );
+    let mut response = review::Response::allow(&request.uid);
+    if action == EnforcementAction::Warn {
+        response.warnings = enforcement::warnings(errors);
+        return (response, "warned");
+    }
+    (response, "dryrun")
 }
 
 /// What an admission endpoint decides: the response, and its label for logs and metrics.

@@ -7,6 +7,7 @@
 
 pub mod check;
 pub mod config;
+pub mod enforcement;
 pub mod gates;
 mod handlers;
 pub mod health;

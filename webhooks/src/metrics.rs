@@ -1,6 +1,7 @@
 //! Prometheus metrics: requests by endpoint, resource, operation and decision; latency per
-//! endpoint and decision; the serving certificate's expiry and reloads; the build; and the
-//! standard `process_*` metrics.
+//! endpoint and decision; the serving certificate's expiry and reloads; the build; reviews
+//! that field validation refuses, by resource and enforcement action; and the standard
+//! `process_*` metrics.
 
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, PoisonError, RwLock};
@@ -43,6 +44,12 @@ struct LatencyLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ViolationLabels {
+    resource: &'static str,
+    action: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResultLabels {
     result: &'static str,
 }
@@ -64,6 +71,7 @@ struct Inner {
     latency: Family<LatencyLabels, Histogram, fn() -> Histogram>,
     cert_reloads: Family<ResultLabels, Counter>,
     cert_expiry: Gauge<f64, AtomicU64>,
+    violations: Family<ViolationLabels, Counter>,
     /// The series of each label combination seen so far, so that a request does not hash its
     /// label strings and take the lock of both families.
     series: RwLock<FxHashMap<SeriesKey, Series>>,
@@ -142,6 +150,13 @@ impl Metrics {
                 version: env!("CARGO_PKG_VERSION"),
             })
             .set(1);
+        let violations = Family::<ViolationLabels, Counter>::default();
+        registry.register(
+            "violations",
+            "Reviews that field validation refuses, by resource and the enforcement action \
+             applied (deny, warn or dryrun)",
+            violations.clone(),
+        );
         Metrics {
             inner: Arc::new(Inner {
                 registry: root,
@@ -149,6 +164,7 @@ impl Metrics {
                 latency,
                 cert_reloads,
                 cert_expiry,
+                violations,
                 series: RwLock::default(),
             }),
         }
@@ -217,6 +233,27 @@ impl Metrics {
         // Exact: certificate times are whole seconds far below 2^53.
         #[allow(clippy::cast_precision_loss)]
         self.inner.cert_expiry.set(unix_seconds as f64);
+    }
+
+    /// Creates the violation series of `action` for each of `resources` at zero, so that a
+    /// dashboard watching a `warn` or `dryrun` period shows 0, not "no data", until the first.
+    pub fn expect_violations(&self, action: &'static str, resources: &[&'static str]) {
+        for &resource in resources {
+            // Creating the series is the point; the guard is released at once.
+            let _ = self
+                .inner
+                .violations
+                .get_or_create(&ViolationLabels { resource, action });
+        }
+    }
+
+    /// Counts a review that field validation refuses, whatever `action` then does with it.
+    /// Rare enough that the family's own lookup is fine.
+    pub fn violation(&self, resource: &'static str, action: &'static str) {
+        self.inner
+            .violations
+            .get_or_create(&ViolationLabels { resource, action })
+            .inc();
     }
 
     /// The Prometheus text exposition.
@@ -430,5 +467,23 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("volume_health_webhook_process"), "{text}");
+    }
+
+    #[test]
+    fn violations_start_at_zero_for_the_expected_series_and_count() {
+        let metrics = Metrics::new();
+        assert!(!metrics.encode().contains("violations_total{"));
+        metrics.expect_violations("warn", &["pods", "csinodes"]);
+        metrics.violation("pods", "warn");
+        metrics.violation("pods", "warn");
+        let text = metrics.encode();
+        for line in [
+            "# TYPE volume_health_webhook_violations counter",
+            r#"volume_health_webhook_violations_total{resource="pods",action="warn"} 2"#,
+            r#"volume_health_webhook_violations_total{resource="csinodes",action="warn"} 0"#,
+        ] {
+            assert!(text.contains(line), "missing {line}\n{text}");
+        }
+        assert_eq!(text.matches("violations_total{").count(), 2, "{text}");
     }
 }

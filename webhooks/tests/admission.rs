@@ -17,6 +17,7 @@ use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use support::apiserver_order;
 use tower::ServiceExt;
+use volume_health_webhooks::enforcement::EnforcementAction;
 use volume_health_webhooks::gates::FeatureGates;
 use volume_health_webhooks::metrics::Metrics;
 use volume_health_webhooks::{Settings, router};
@@ -28,6 +29,7 @@ fn settings(profile: &str) -> Settings {
         },
         authz_deny_on_mismatch: profile == "deny-mismatch",
         pvc_health_writers: None,
+        enforcement_action: EnforcementAction::Deny,
         max_request_bytes: 7 * 1024 * 1024,
         max_in_flight_bytes: 64 * 1024 * 1024,
         request_timeout: Duration::from_secs(10),
@@ -606,5 +608,302 @@ async fn requests_are_counted_by_endpoint_resource_operation_and_decision() {
         r#"volume_health_webhook_request_duration_seconds_bucket{le="0.0001",endpoint="validate",decision="allowed"}"#,
     ] {
         assert!(text.contains(line), "missing {line}\n{text}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// --enforcement-action
+// ---------------------------------------------------------------------------------------
+
+fn app_enforcing(profile: &str, action: EnforcementAction, metrics: Metrics) -> Router {
+    let mut s = settings(profile);
+    s.enforcement_action = action;
+    router(&s, metrics)
+}
+
+/// The answer's exact bytes.
+async fn answer_bytes(app: &Router, path: &str, body: &Value) -> String {
+    let request = Request::post(path)
+        .header("content-type", "application/json")
+        .body(Body::from(serde_json::to_vec(body).unwrap()))
+        .unwrap();
+    let response = app.clone().oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    String::from_utf8(bytes.to_vec()).unwrap()
+}
+
+fn validation_cases() -> Vec<Value> {
+    cases()
+        .into_iter()
+        .filter(|c| c["endpoint"] == "validate")
+        .collect()
+}
+
+/// `/validate` answers of every recorded case as the server gave them before enforcement
+/// actions existed. `UPDATE_GOLDEN=1 cargo test -p volume-health-webhooks --test admission`
+/// rewrites it from the `deny` answers.
+const DENY_GOLDEN: &str = "tests/golden/validate-deny.json";
+
+/// `deny`, the default, answers every recorded case exactly as before, byte for byte.
+#[tokio::test]
+async fn deny_gives_the_answers_of_before_byte_for_byte() {
+    let golden_path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(DENY_GOLDEN);
+    let mut answers = serde_json::Map::new();
+    for c in validation_cases() {
+        let profile = c["profile"].as_str().unwrap();
+        let app = app_enforcing(profile, EnforcementAction::Deny, Metrics::new());
+        let answer = answer_bytes(&app, "/validate", &c["body"]).await;
+        let default = answer_bytes(&self::app(profile), "/validate", &c["body"]).await;
+        assert_eq!(answer, default, "{}: deny is the default", c["id"]);
+        answers.insert(c["id"].as_str().unwrap().to_owned(), Value::String(answer));
+    }
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        let mut golden: Value =
+            serde_json::from_str(&std::fs::read_to_string(&golden_path).unwrap()).unwrap();
+        golden["answers"] = Value::Object(answers.clone());
+        std::fs::write(
+            &golden_path,
+            serde_json::to_string_pretty(&golden).unwrap() + "\n",
+        )
+        .unwrap();
+    }
+    let golden: Value =
+        serde_json::from_str(&std::fs::read_to_string(&golden_path).unwrap()).unwrap();
+    assert_eq!(golden["answers"], Value::Object(answers));
+    assert_eq!(golden["answers"].as_object().unwrap().len(), 26);
+}
+
+/// The strings of a denial's errors, `<field>: <message>` of each cause, in order.
+fn denial_errors(answer: &Value) -> Vec<String> {
+    answer["response"]["status"]["details"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| {
+            format!(
+                "{}: {}",
+                x["field"].as_str().unwrap(),
+                x["message"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+/// `warn` and `dryrun` on every recorded `/validate` case: what field validation refuses is
+/// allowed, with one warning per error (`warn`) or none (`dryrun`); everything else, node
+/// restriction included, is answered exactly as `deny` answers it.
+#[tokio::test]
+async fn warn_and_dryrun_allow_only_what_field_validation_refuses() {
+    let mut refused = 0;
+    for c in validation_cases() {
+        let id = &c["id"];
+        let profile = c["profile"].as_str().unwrap();
+        let uid = &c["body"]["request"]["uid"];
+        let deny = app_enforcing(profile, EnforcementAction::Deny, Metrics::new());
+        let denied = answer_bytes(&deny, "/validate", &c["body"]).await;
+        for action in [EnforcementAction::Warn, EnforcementAction::Dryrun] {
+            let app = app_enforcing(profile, action, Metrics::new());
+            let answer = answer_bytes(&app, "/validate", &c["body"]).await;
+            if c["expect"]["code"] != 422 {
+                assert_eq!(
+                    answer, denied,
+                    "{id} {action:?}: answered as deny answers it"
+                );
+                if c["expect"]["code"] == 403 {
+                    assert!(answer.contains(r#""allowed":false"#), "{id}: {answer}");
+                }
+                continue;
+            }
+            let answer: Value = serde_json::from_str(&answer).unwrap();
+            assert_eq!(answer["apiVersion"], "admission.k8s.io/v1");
+            assert_eq!(answer["kind"], "AdmissionReview");
+            let r = &answer["response"];
+            if action == EnforcementAction::Dryrun {
+                assert_eq!(r, &json!({"uid": uid, "allowed": true}), "{id}: silent");
+                continue;
+            }
+            let errors = denial_errors(&serde_json::from_str(&denied).unwrap());
+            assert_eq!(
+                r,
+                &json!({"uid": uid, "allowed": true, "warnings": errors}),
+                "{id}: the denial's strings as warnings"
+            );
+            // And the strings the recorded case expects of the denial.
+            let warnings: Vec<&str> = r["warnings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|w| w.as_str().unwrap())
+                .collect();
+            let expect = &c["expect"];
+            let (exact, prefixes) = (
+                expect["errors"].as_array().unwrap(),
+                expect["error_prefixes"].as_array().unwrap(),
+            );
+            assert_eq!(warnings.len(), exact.len() + prefixes.len(), "{id}");
+            for want in exact {
+                assert!(warnings.contains(&want.as_str().unwrap()), "{id}: {want}");
+            }
+            for prefix in prefixes {
+                let prefix = prefix.as_str().unwrap();
+                assert!(
+                    warnings.iter().any(|w| w.starts_with(prefix)),
+                    "{id}: {prefix}"
+                );
+            }
+            refused += 1;
+        }
+    }
+    assert_eq!(
+        refused, 10,
+        "every recorded 422 case was answered with warnings"
+    );
+}
+
+/// A claim whose sixteen conditions all have a malformed reason: sixteen errors of 370-odd
+/// characters each. `warn` sends nine of them cut to 256 characters, as the apiserver would
+/// cut them, and a tenth that counts the other seven.
+#[tokio::test]
+async fn warn_cuts_long_warnings_and_counts_those_past_ten() {
+    let mut review = case("pvc-valid")["body"].clone();
+    review["request"]["userInfo"] = json!({"username": "system:serviceaccount:kube-system:health-monitor",
+                                           "groups": ["system:serviceaccounts"]});
+    let conditions: Vec<Value> = (0..16)
+        .map(|i| json!({"status": "Degraded", "reason": format!("{i}Reason"), "message": "m"}))
+        .collect();
+    review["request"]["object"]["status"]["healthStatus"]["healthConditions"] =
+        Value::Array(conditions);
+    let deny = app_enforcing("gate-on", EnforcementAction::Deny, Metrics::new());
+    let (_, denied) = post(&deny, "/validate", &review).await;
+    let errors = denial_errors(&denied);
+    assert_eq!(errors.len(), 16, "{denied}");
+    assert!(errors.iter().all(|e| e.chars().count() > 256), "{errors:?}");
+
+    let warn = app_enforcing("gate-on", EnforcementAction::Warn, Metrics::new());
+    let (_, answer) = post(&warn, "/validate", &review).await;
+    let r = &answer["response"];
+    assert_eq!(r["allowed"], true, "{answer}");
+    assert!(r.get("status").is_none(), "{answer}");
+    let warnings: Vec<&str> = r["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    assert_eq!(warnings.len(), 10, "{warnings:#?}");
+    for (warning, error) in warnings.iter().zip(&errors).take(9) {
+        assert_eq!(
+            *warning,
+            error.chars().take(256).collect::<String>(),
+            "the first 256 characters of the error"
+        );
+    }
+    assert_eq!(warnings[9], "and 7 more validation errors, 16 in all");
+    let total: usize = warnings.iter().map(|w| w.chars().count()).sum();
+    assert!(total < 4096, "within the apiserver's 4096 runes: {total}");
+}
+
+/// Node restriction, and an object that cannot be read as its kind, deny in every mode.
+#[tokio::test]
+async fn node_restriction_and_undecodable_objects_deny_in_every_mode() {
+    let mut undecodable = case("pod-valid")["body"].clone();
+    undecodable["request"]["object"]["status"]["volumeHealth"] = json!("not a list");
+    let mut writers = settings("gate-on");
+    writers.pvc_health_writers = Some(HashSet::from(["health-monitor".to_owned()]));
+    let mut invalid_by_node = case("pvc-status-enum")["body"].clone();
+    invalid_by_node["request"]["userInfo"] = json!({"username": "system:node:node1", "groups": ["system:nodes", "system:authenticated"]});
+    let reviews = [
+        ("gate-on", undecodable, 400),
+        (
+            "gate-off",
+            case("nr-csinode-status-own-node-ok")["body"].clone(),
+            403,
+        ),
+        ("gate-on", invalid_by_node, 403),
+        (
+            "gate-on",
+            case("nr-pod-status-other-node")["body"].clone(),
+            403,
+        ),
+    ];
+    for action in [
+        EnforcementAction::Deny,
+        EnforcementAction::Warn,
+        EnforcementAction::Dryrun,
+    ] {
+        for (profile, review, code) in &reviews {
+            let metrics = Metrics::new();
+            let app = app_enforcing(profile, action, metrics.clone());
+            let (_, answer) = post(&app, "/validate", review).await;
+            let r = &answer["response"];
+            assert_eq!(r["allowed"], false, "{action:?}: {answer}");
+            assert_eq!(r["status"]["code"], *code, "{action:?}: {answer}");
+            assert!(r.get("warnings").is_none(), "{answer}");
+            // Counted only when field validation refuses: these stay at zero.
+            let violations = metrics.encode();
+            for resource in ["pods", "persistentvolumeclaims", "csinodes"] {
+                let zero = format!(
+                    r#"volume_health_webhook_violations_total{{resource="{resource}",action="{}"}} 0"#,
+                    action.as_str()
+                );
+                assert!(violations.contains(&zero), "{zero}\n{violations}");
+            }
+        }
+        let app = router(
+            &Settings {
+                enforcement_action: action,
+                ..writers.clone()
+            },
+            Metrics::new(),
+        );
+        let (_, answer) = post(&app, "/validate", &case("pvc-valid")["body"]).await;
+        assert_eq!(answer["response"]["status"]["code"], 403, "{answer}");
+    }
+}
+
+/// `violations_total` counts every review that field validation refuses, by resource and
+/// action, in every mode; `requests_total` tells what the answer was.
+#[tokio::test]
+async fn the_violations_counter_moves_in_every_mode() {
+    for (action, decision) in [
+        (EnforcementAction::Deny, "invalid"),
+        (EnforcementAction::Warn, "warned"),
+        (EnforcementAction::Dryrun, "dryrun"),
+    ] {
+        let metrics = Metrics::new();
+        let mut per_resource = std::collections::BTreeMap::<&str, usize>::new();
+        for c in validation_cases() {
+            let app = app_enforcing(c["profile"].as_str().unwrap(), action, metrics.clone());
+            post(&app, "/validate", &c["body"]).await;
+            if c["expect"]["code"] == 422 {
+                let resource = match c["body"]["request"]["resource"]["resource"].as_str() {
+                    Some("pods") => "pods",
+                    Some("persistentvolumeclaims") => "persistentvolumeclaims",
+                    Some("csinodes") => "csinodes",
+                    other => panic!("{other:?}"),
+                };
+                *per_resource.entry(resource).or_default() += 1;
+            }
+        }
+        assert_eq!(per_resource.values().sum::<usize>(), 10);
+        let text = metrics.encode();
+        let action = action.as_str();
+        for (resource, count) in &per_resource {
+            let line = format!(
+                r#"volume_health_webhook_violations_total{{resource="{resource}",action="{action}"}} {count}"#
+            );
+            assert!(text.contains(&line), "missing {line}\n{text}");
+        }
+        assert_eq!(
+            text.matches("volume_health_webhook_violations_total{")
+                .count(),
+            3,
+            "{text}"
+        );
+        let requests = format!(
+            r#"volume_health_webhook_requests_total{{endpoint="validate",resource="pods",operation="UPDATE",decision="{decision}"}} "#
+        );
+        assert!(text.contains(&requests), "missing {requests}\n{text}");
     }
 }

@@ -15,6 +15,7 @@ use serde_json::Value;
 use tower::ServiceExt;
 use volume_health_check::{Checker, Options, OutputFormat, Reporter};
 use volume_health_validation::HealthResource;
+use volume_health_webhooks::enforcement::EnforcementAction;
 use volume_health_webhooks::gates::FeatureGates;
 use volume_health_webhooks::metrics::Metrics;
 use volume_health_webhooks::{Settings, router};
@@ -34,6 +35,7 @@ async fn webhook(case: &Value) -> Value {
         pvc_health_writers: None,
         max_request_bytes: 7 * 1024 * 1024,
         max_in_flight_bytes: 64 * 1024 * 1024,
+        enforcement_action: EnforcementAction::Deny,
         request_timeout: Duration::from_secs(10),
     };
     let app = router(&settings, Metrics::new());

@@ -12,22 +12,27 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use serde_json::Value;
 use tower::ServiceExt;
+use volume_health_webhooks::enforcement::EnforcementAction;
 use volume_health_webhooks::gates::FeatureGates;
 use volume_health_webhooks::metrics::Metrics;
 use volume_health_webhooks::{Settings, router};
 
-fn app(deny_on_mismatch: bool) -> Router {
-    let settings = Settings {
+fn settings(deny_on_mismatch: bool) -> Settings {
+    Settings {
         gates: FeatureGates {
             csi_volume_health: true,
         },
         authz_deny_on_mismatch: deny_on_mismatch,
         pvc_health_writers: None,
+        enforcement_action: EnforcementAction::Deny,
         max_request_bytes: 7 * 1024 * 1024,
         max_in_flight_bytes: 64 * 1024 * 1024,
         request_timeout: Duration::from_secs(10),
-    };
-    router(&settings, Metrics::new())
+    }
+}
+
+fn app(deny_on_mismatch: bool) -> Router {
+    router(&settings(deny_on_mismatch), Metrics::new())
 }
 
 fn case(id: &str) -> Value {
@@ -134,5 +139,44 @@ async fn allowed_reviews_are_logged_at_debug_and_the_rest_at_info() {
         "reason=",
     ] {
         assert!(lines[2].contains(field), "{field} in {text}");
+    }
+}
+
+/// In `warn` and `dryrun` the answer allows, so the would-be denial is logged whole at info,
+/// next to the review's line.
+#[tokio::test]
+async fn warn_and_dryrun_log_the_would_be_denial_at_info() {
+    let logs = Captured::default();
+    let _guard = logs.install(tracing::Level::INFO);
+    for (action, decision) in [
+        (EnforcementAction::Warn, "warned"),
+        (EnforcementAction::Dryrun, "dryrun"),
+    ] {
+        let mut settings = settings(false);
+        settings.enforcement_action = action;
+        let app = router(&settings, Metrics::new());
+        post(&app, "/validate", "pod-valid").await;
+        assert_eq!(logs.take(), "", "{action:?}: a valid write at info");
+        post(&app, "/validate", "pod-name-required").await;
+        let text = logs.take();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert!(lines.iter().all(|l| l.contains(" INFO ")), "{text}");
+        assert!(lines[0].contains("field validation would deny"), "{text}");
+        assert!(
+            lines[0].contains(&format!(r#"action="{}""#, action.as_str())),
+            "{text}"
+        );
+        assert!(
+            lines[0].contains(
+                r#"denial="Pod \"foo\" is invalid: status.volumeHealth[0].name: Required value""#
+            ),
+            "{text}"
+        );
+        assert!(lines[1].contains("admission review"), "{text}");
+        assert!(
+            lines[1].contains(&format!(r#"decision="{decision}""#)),
+            "{text}"
+        );
     }
 }

@@ -16,11 +16,22 @@ use serde_json::Value;
 
 /// The kustomizations under `manifests/`, relative to it. A kustomization added there
 /// without being listed here fails `every_kustomization_is_listed_and_renders`.
-pub(crate) const KUSTOMIZATIONS: &[&str] =
-    &["base", "overlays/cert-manager", "overlays/provided-certs"];
+pub(crate) const KUSTOMIZATIONS: &[&str] = &[
+    "base",
+    "overlays/cert-manager",
+    "overlays/cert-manager-warn",
+    "overlays/provided-certs",
+];
 
 /// The overlays an operator installs; `base` alone lacks certificates.
-pub(crate) const INSTALLABLE: &[&str] = &["overlays/cert-manager", "overlays/provided-certs"];
+pub(crate) const INSTALLABLE: &[&str] = &[
+    "overlays/cert-manager",
+    "overlays/cert-manager-warn",
+    "overlays/provided-certs",
+];
+
+/// The overlay that rolls field validation out in `warn` mode.
+pub(crate) const WARN: &str = "overlays/cert-manager-warn";
 
 /// Directories under `manifests/` that belong to other components.
 const NOT_OURS: &[&str] = &["doctor"];

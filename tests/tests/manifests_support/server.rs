@@ -22,6 +22,7 @@ const FLAGS: &[(&str, Option<&str>)] = &[
     ("feature-gates", Some("")),
     ("authz-deny-on-mismatch", Some("false")),
     ("pvc-health-writers", Some("")),
+    ("enforcement-action", Some("deny")),
     ("max-request-bytes", Some("7340032")),
     ("log-format", Some("text")),
     ("shutdown-delay", Some("5s")),

@@ -29,6 +29,7 @@ use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 use volume_health_validation::REQUEST_MEMBER_ORDER;
 use volume_health_webhooks::Settings;
+use volume_health_webhooks::enforcement::EnforcementAction;
 use volume_health_webhooks::gates::FeatureGates;
 use volume_health_webhooks::server::{CertSource, ServeConfig, Server};
 use volume_health_webhooks::tls::CertificateFiles;
@@ -285,6 +286,7 @@ pub(crate) fn settings() -> Settings {
         },
         authz_deny_on_mismatch: false,
         pvc_health_writers: None,
+        enforcement_action: EnforcementAction::Deny,
         max_request_bytes: 7 * 1024 * 1024,
         max_in_flight_bytes: 64 * 1024 * 1024,
         request_timeout: Duration::from_secs(10),
