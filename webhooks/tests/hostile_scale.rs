@@ -23,6 +23,10 @@ static HEAP: PeakAlloc = PeakAlloc;
 
 const MIB: usize = 1024 * 1024;
 
+/// The tests of this binary run one at a time: the heap is measured process-wide, and the
+/// timings would measure each other.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn review(resource: &str, group: &str, object: Value, old: Value, groups: Value) -> Value {
     json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
         "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
@@ -170,6 +174,7 @@ async fn seconds(app: &Router, body: &[u8]) -> f64 {
 /// in the same run, so the ratio holds on a slow or busy machine.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn time_grows_linearly_with_the_number_of_items() {
+    let _alone = ONE_AT_A_TIME.lock().await;
     let app = volume_health_webhooks::router(&support::settings(), Metrics::new());
     let (small, large) = (5_000, 20_000);
     for (what, shape) in shapes() {
@@ -195,6 +200,7 @@ async fn time_grows_linearly_with_the_number_of_items() {
 /// little the views keep, and an answer of at most 10,000 errors. Nothing per item.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_is_bounded_by_the_body_not_by_its_items() {
+    let _alone = ONE_AT_A_TIME.lock().await;
     let app = volume_health_webhooks::router(&support::settings(), Metrics::new());
     // Items per shape so that each body is just under 7 MiB.
     for (what, shape) in shapes() {
