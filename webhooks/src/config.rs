@@ -130,7 +130,7 @@ pub struct ServeArgs {
     #[arg(long, env = "VOLUME_HEALTH_REQUEST_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
     pub request_timeout: Duration,
     /// Most connections served at once on each port; further ones wait in the listen backlog.
-    #[arg(long, env = "VOLUME_HEALTH_MAX_CONNECTIONS", default_value_t = 4096)]
+    #[arg(long, env = "VOLUME_HEALTH_MAX_CONNECTIONS", default_value_t = 1024)]
     pub max_connections: usize,
     /// After SIGTERM, keep accepting this long (readiness already failing).
     #[arg(long, env = "VOLUME_HEALTH_SHUTDOWN_DELAY", default_value = "5s", value_parser = humantime::parse_duration)]

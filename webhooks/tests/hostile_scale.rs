@@ -233,3 +233,42 @@ async fn memory_is_bounded_by_the_body_not_by_its_items() {
         assert!(elapsed < Duration::from_secs(120), "{what}: {elapsed:?}");
     }
 }
+
+/// Two large reviews under way do not hold up an ordinary one: they are decided on the blocking
+/// pool, off the async workers that serve small reviews and health checks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ordinary_review_is_answered_beside_two_large_ones() {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let app = volume_health_webhooks::router(&support::settings(), Metrics::new());
+    let (_, shape) = shapes()
+        .into_iter()
+        .find(|(what, _)| what.contains("unregistered"))
+        .unwrap();
+    let large = serde_json::to_vec(&shape(100_000)).unwrap();
+    let ordinary = serde_json::to_vec(&shape(1)).unwrap();
+    let mut under_way = Vec::new();
+    for _ in 0..2 {
+        let (app, body) = (app.clone(), large.clone());
+        under_way.push(tokio::spawn(async move {
+            let started = Instant::now();
+            let (status, _) = send(&app, body).await;
+            assert_eq!(status, StatusCode::OK);
+            started.elapsed()
+        }));
+    }
+    // Let both large reviews reach their deciding.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let started = Instant::now();
+    let (status, answer) = send(&app, ordinary).await;
+    let ordinary_took = started.elapsed();
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    let mut large_took = Vec::new();
+    for task in under_way {
+        large_took.push(task.await.unwrap());
+    }
+    eprintln!("ordinary review {ordinary_took:?} beside two large ones taking {large_took:?}");
+    assert!(
+        ordinary_took < Duration::from_secs(1),
+        "the ordinary review took {ordinary_took:?} beside {large_took:?}"
+    );
+}
