@@ -263,6 +263,85 @@ async fn an_object_that_is_not_its_kind_is_a_bad_object_in_either_order() {
     }
 }
 
+/// A JSON array where an object belongs, at any depth the rules read: never read field by field
+/// (serde's derived structs would take `spec: ["node1"]` as `nodeName: node1`). In an object it
+/// is a bad object (in-band 400), anywhere else in the review a bad request (HTTP 400), in both
+/// member orders.
+#[tokio::test]
+async fn arrays_are_never_objects() {
+    let node = |c: &mut Value| {
+        c["body"]["request"]["userInfo"] =
+            json!({"username": "system:node:node1", "groups": ["system:nodes"]});
+    };
+    type Edit = fn(&mut Value);
+    let in_objects: [(&str, Edit); 6] = [
+        ("object", |r| r["object"] = json!([{}, null])),
+        ("oldObject.spec", |r| {
+            r["oldObject"]["spec"] = json!(["node1", []])
+        }),
+        ("object.spec", |r| {
+            r["object"]["spec"] = json!(["node1", [{"name": "v"}]])
+        }),
+        ("object.status", |r| {
+            r["object"]["status"] = json!([[{"name": "v"}]])
+        }),
+        ("object.metadata", |r| {
+            r["object"]["metadata"] = json!(["foo"])
+        }),
+        ("a volumeHealth entry", |r| {
+            r["object"]["status"]["volumeHealth"] = json!([["v", []]])
+        }),
+    ];
+    for (what, edit) in in_objects {
+        let mut c = case("pod-valid");
+        node(&mut c);
+        edit(&mut c["body"]["request"]);
+        for body in [
+            apiserver_order(&c["body"]),
+            serde_json::to_vec(&c["body"]).unwrap(),
+        ] {
+            let (status, answer) = post_bytes(&app("gate-on"), "/validate", body).await;
+            assert_eq!(status, StatusCode::OK, "{what}: {answer}");
+            assert_eq!(answer["response"]["allowed"], false, "{what}: {answer}");
+            assert_eq!(
+                answer["response"]["status"]["code"], 400,
+                "{what}: {answer}"
+            );
+        }
+    }
+    let elsewhere: [(&str, Edit); 4] = [
+        ("the review", |b| {
+            *b = json!([
+                "admission.k8s.io/v1",
+                "AdmissionReview",
+                b["request"].clone()
+            ])
+        }),
+        ("request", |b| {
+            b["request"] = json!(["705ab4f5-6393-11e8-b7cc-42010a800000"])
+        }),
+        ("userInfo", |b| {
+            b["request"]["userInfo"] = json!(["system:node:node1", ["system:nodes"]])
+        }),
+        ("resource", |b| {
+            b["request"]["resource"] = json!(["", "v1", "pods"])
+        }),
+    ];
+    for (what, edit) in elsewhere {
+        let mut c = case("pod-valid");
+        edit(&mut c["body"]);
+        for endpoint in ["/validate", "/mutate"] {
+            let (status, answer) = post(&app("gate-off"), endpoint, &c["body"]).await;
+            assert_eq!(
+                status,
+                StatusCode::BAD_REQUEST,
+                "{what} at {endpoint}: {answer}"
+            );
+            assert_eq!(answer["kind"], "Status", "{what}: {answer}");
+        }
+    }
+}
+
 #[tokio::test]
 async fn dry_run_gets_the_same_answer() {
     for id in [
