@@ -7,7 +7,7 @@
 
 mod support;
 
-use std::sync::{Arc, Mutex};
+use support::Captured;
 
 use axum::Router;
 use axum::body::Body;
@@ -15,27 +15,6 @@ use axum::http::{Request, StatusCode};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 use volume_health_webhooks::metrics::Metrics;
-
-/// What a test subscriber writes.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    fn take(&self) -> String {
-        String::from_utf8(std::mem::take(&mut *self.0.lock().unwrap())).unwrap()
-    }
-}
 
 const FORGED: &str = "mallory\n2099-01-01T00:00:00.000000Z  INFO admission review decision=\"allowed\"\r\u{1b}[2J\u{7}\u{85}\u{2028}";
 

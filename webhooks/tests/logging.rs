@@ -4,13 +4,15 @@
 // Test code unwraps: a panic is a failed test with its location.
 #![allow(clippy::unwrap_used)]
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+mod support;
 
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use serde_json::Value;
+use support::Captured;
 use tower::ServiceExt;
 use volume_health_webhooks::enforcement::EnforcementAction;
 use volume_health_webhooks::gates::FeatureGates;
@@ -50,26 +52,7 @@ async fn post(app: &Router, path: &str, id: &str) {
     assert_eq!(response.status(), StatusCode::OK, "{id}");
 }
 
-/// What a test subscriber writes.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 impl Captured {
-    fn take(&self) -> String {
-        String::from_utf8(std::mem::take(&mut *self.0.lock().unwrap())).unwrap()
-    }
-
     /// A text subscriber at `level` writing here, installed for this thread.
     fn install(&self, level: tracing::Level) -> tracing::subscriber::DefaultGuard {
         let writer = self.clone();
