@@ -313,8 +313,7 @@ impl<F> Decide for F where
 {
 }
 
-/// The common path of both admission endpoints: decode, decide, log, count, answer. A large
-/// body is decided on the blocking pool.
+/// The common path of both admission endpoints: decode, decide, log, count, answer.
 async fn admit(
     state: WebhookState,
     endpoint: &'static str,
@@ -322,24 +321,36 @@ async fn admit(
     objects: Objects,
     decide: impl Decide,
 ) -> Response {
-    let large = matches!(&body, Ok(body) if body.bytes.len() > BLOCKING_BODY_BYTES);
-    if !large {
-        return admit_now(&state, endpoint, body, objects, decide);
+    off_workers_when_large(state, endpoint, body, move |state, body| {
+        admit_now(state, endpoint, body, objects, decide)
+    })
+    .await
+}
+
+/// Answers `body` with `answer`: right here when it is small, on the blocking pool when it is
+/// large, so that a large review never holds up the async workers that serve small reviews and
+/// health checks.
+async fn off_workers_when_large(
+    state: WebhookState,
+    endpoint: &'static str,
+    body: Result<Body_, BodyError>,
+    answer: impl FnOnce(&WebhookState, Result<Body_, BodyError>) -> Response + Send + 'static,
+) -> Response {
+    if !matches!(&body, Ok(body) if body.bytes.len() > BLOCKING_BODY_BYTES) {
+        return answer(&state, body);
     }
     let pool_state = state.clone();
-    let decided = tokio::task::spawn_blocking(move || {
-        admit_now(&pool_state, endpoint, body, objects, decide)
-    })
-    .await;
-    decided.unwrap_or_else(|_panicked| {
-        error_response(
-            &state,
-            endpoint,
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "the review could not be decided",
-            Instant::now(),
-        )
-    })
+    tokio::task::spawn_blocking(move || answer(&pool_state, body))
+        .await
+        .unwrap_or_else(|_panicked| {
+            error_response(
+                &state,
+                endpoint,
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the review could not be decided",
+                Instant::now(),
+            )
+        })
 }
 
 /// `decide` gets the resource and operation, or `None` for resources without a rule here, which
@@ -409,21 +420,7 @@ fn admit_now(
 
 async fn authorize(State(state): State<WebhookState>, body: Body) -> Response {
     let body = read_body(&state, body).await;
-    if !matches!(&body, Ok(body) if body.bytes.len() > BLOCKING_BODY_BYTES) {
-        return authorize_now(&state, body);
-    }
-    let pool_state = state.clone();
-    tokio::task::spawn_blocking(move || authorize_now(&pool_state, body))
-        .await
-        .unwrap_or_else(|_panicked| {
-            error_response(
-                &state,
-                "authorize",
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "the review could not be decided",
-                Instant::now(),
-            )
-        })
+    off_workers_when_large(state, "authorize", body, authorize_now).await
 }
 
 fn authorize_now(state: &WebhookState, body: Result<Body_, BodyError>) -> Response {
