@@ -185,7 +185,9 @@ pub(crate) fn check_conditions<'a, C: HealthCondition>(
     if unchanged {
         return;
     }
+    // The old list's items, when it is short enough to hold; a longer one is walked per item.
     let old = old.flatten();
+    let old_items = old.filter(|o| o.len() <= MAX_HEALTH_CONDITIONS).map(RawList::collect);
     for (i, condition) in items.iter().enumerate() {
         let item = path.index(i);
         let same_key = |other: &C| {
@@ -201,14 +203,19 @@ pub(crate) fn check_conditions<'a, C: HealthCondition>(
                 },
             );
         }
-        if old.and_then(|old| first_where(old, same_key)).as_ref() == Some(condition) {
+        let ratchets = match (&old_items, old) {
+            (Some(old_items), _) => old_items.iter().find(|c| same_key(c)) == Some(condition),
+            (None, Some(old)) => first_where(old, same_key).as_ref() == Some(condition),
+            (None, None) => false,
+        };
+        if ratchets {
             continue;
         }
         condition.check_fields(&item, errors);
     }
 }
 
-/// The first item of `list` that `wanted` accepts. The old list may be long; this walks it once
+/// The first item of `list` that `wanted` accepts. For an old list too long to hold: walked once
 /// per new item, of which there are at most 16.
 fn first_where<C: HealthCondition>(
     list: &RawList<'_, C>,

@@ -63,7 +63,7 @@ impl<'a> HealthEntry<'a> for StorageHealthView<'a> {
 /// An old entry, kept as what ratcheting compares: the whole entry by fingerprint, and its
 /// conditions for the per-condition comparison.
 struct OldEntry<'a, C> {
-    fingerprint: u128,
+    fingerprint: u64,
     conditions: Option<RawList<'a, C>>,
 }
 

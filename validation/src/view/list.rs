@@ -21,7 +21,7 @@ use crate::json;
 pub(crate) struct RawList<'a, T> {
     text: &'a RawValue,
     len: usize,
-    fingerprint: u128,
+    fingerprint: u64,
     item: PhantomData<fn() -> T>,
 }
 
@@ -118,7 +118,7 @@ pub(crate) enum Walk {
 fn walk_text<'a, T: Deserialize<'a> + Fingerprinted>(
     text: &'a str,
     visit: impl FnMut(usize, T) -> Walk,
-) -> Result<(usize, u128), serde_json::Error> {
+) -> Result<(usize, u64), serde_json::Error> {
     json::from_str_seed(
         text,
         ListSeed::<T, _> {
@@ -136,7 +136,7 @@ struct ListSeed<T, F> {
 impl<'de, T: Deserialize<'de> + Fingerprinted, F: FnMut(usize, T) -> Walk> DeserializeSeed<'de>
     for ListSeed<T, F>
 {
-    type Value = (usize, u128);
+    type Value = (usize, u64);
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
         deserializer.deserialize_seq(self)
@@ -146,7 +146,7 @@ impl<'de, T: Deserialize<'de> + Fingerprinted, F: FnMut(usize, T) -> Walk> Deser
 impl<'de, T: Deserialize<'de> + Fingerprinted, F: FnMut(usize, T) -> Walk> Visitor<'de>
     for ListSeed<T, F>
 {
-    type Value = (usize, u128);
+    type Value = (usize, u64);
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a sequence")
@@ -167,32 +167,32 @@ impl<'de, T: Deserialize<'de> + Fingerprinted, F: FnMut(usize, T) -> Walk> Visit
     }
 }
 
-/// 128 bits of keyed SipHash over the items: equal items give equal fingerprints, and with keys
-/// drawn per process nobody can make two different lists collide on purpose.
-struct Fingerprint(std::hash::DefaultHasher, std::hash::DefaultHasher);
+/// Keyed SipHash over the items: equal items give equal fingerprints, and with a key drawn per
+/// process nobody can make two different lists collide on purpose. A fingerprint is only ever
+/// compared with one other (a list with the old object's), so 64 bits leave a chance of 2^-64
+/// per comparison; sets of many names use [`hash128`].
+struct Fingerprint(std::hash::DefaultHasher);
 
 static KEYS: LazyLock<(RandomState, RandomState)> =
     LazyLock::new(|| (RandomState::new(), RandomState::new()));
 
 impl Fingerprint {
     fn new() -> Self {
-        Fingerprint(KEYS.0.build_hasher(), KEYS.1.build_hasher())
+        Fingerprint(KEYS.0.build_hasher())
     }
 
     fn add<T: Fingerprinted>(&mut self, item: &T) {
         item.feed(&mut self.0);
-        item.feed(&mut self.1);
     }
 
-    fn finish(mut self, len: usize) -> u128 {
+    fn finish(mut self, len: usize) -> u64 {
         self.0.write_usize(len);
-        self.1.write_usize(len);
-        (u128::from(self.0.finish()) << 64) | u128::from(self.1.finish())
+        self.0.finish()
     }
 }
 
 /// The fingerprint of one item, as a list's is made of its items'.
-pub(crate) fn fingerprint<T: Fingerprinted>(item: &T) -> u128 {
+pub(crate) fn fingerprint<T: Fingerprinted>(item: &T) -> u64 {
     let mut fingerprint = Fingerprint::new();
     fingerprint.add(item);
     fingerprint.finish(1)
