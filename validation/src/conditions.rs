@@ -1,12 +1,10 @@
 //! Health condition lists: the rules shared by PVC, Pod and CSINode health.
 
-use k8s_openapi::api::core::v1::VolumeHealthCondition;
-use k8s_openapi::api::storage::v1::StorageHealthCondition;
-use serde::de::DeserializeOwned;
+use serde::Deserialize;
 
 use crate::field::{ErrorKind, Errors, LengthUnit, Path};
 use crate::names::{CONDITION_REASON_DETAIL, is_condition_reason};
-use crate::view::{Fingerprinted, RawList, Walk};
+use crate::view::{Fingerprinted, RawList, StorageConditionView, VolumeConditionView, Walk};
 
 /// Most conditions one health entry may carry.
 pub const MAX_HEALTH_CONDITIONS: usize = 16;
@@ -35,9 +33,7 @@ pub const VOLUME_MODES: &[&str] = &["Block", "Filesystem"];
 
 /// A condition type with the (status, reason) key and the field rules of its kind: volume
 /// conditions count bytes, storage conditions count characters and carry two more enums.
-pub(crate) trait HealthCondition:
-    PartialEq + Clone + DeserializeOwned + Fingerprinted
-{
+pub(crate) trait HealthCondition<'a>: PartialEq + Clone + Deserialize<'a> + Fingerprinted {
     /// Supported `status` values, sorted.
     const STATUSES: &'static [&'static str];
     /// What the length limits count.
@@ -77,7 +73,7 @@ pub(crate) trait HealthCondition:
     }
 }
 
-impl HealthCondition for VolumeHealthCondition {
+impl<'a> HealthCondition<'a> for VolumeConditionView<'a> {
     const STATUSES: &'static [&'static str] = VOLUME_HEALTH_STATUSES;
     const UNIT: LengthUnit = LengthUnit::Bytes;
     const MAX_REASON: usize = MAX_VOLUME_REASON_BYTES;
@@ -96,7 +92,7 @@ impl HealthCondition for VolumeHealthCondition {
     }
 }
 
-impl HealthCondition for StorageHealthCondition {
+impl<'a> HealthCondition<'a> for StorageConditionView<'a> {
     const STATUSES: &'static [&'static str] = STORAGE_HEALTH_STATUSES;
     const UNIT: LengthUnit = LengthUnit::Characters;
     const MAX_REASON: usize = MAX_STORAGE_REASON_CHARS;
@@ -148,7 +144,7 @@ fn same_list<C>(a: Conditions<'_, '_, C>, b: Conditions<'_, '_, C>) -> bool {
 /// materialized. Otherwise reason format (handwritten) always runs; declarative checks are
 /// skipped for a list equal to the old one and for items equal to the old item with the same
 /// (status, reason).
-pub(crate) fn check_conditions<'a, C: HealthCondition>(
+pub(crate) fn check_conditions<'a, C: HealthCondition<'a>>(
     path: &Path<'_>,
     new: Conditions<'_, 'a, C>,
     old: Option<Conditions<'_, 'a, C>>,
@@ -217,8 +213,8 @@ pub(crate) fn check_conditions<'a, C: HealthCondition>(
 
 /// The first item of `list` that `wanted` accepts. For an old list too long to hold: walked once
 /// per new item, of which there are at most 16.
-fn first_where<C: HealthCondition>(
-    list: &RawList<'_, C>,
+fn first_where<'a, C: HealthCondition<'a>>(
+    list: &RawList<'a, C>,
     wanted: impl Fn(&C) -> bool,
 ) -> Option<C> {
     let mut found = None;

@@ -6,20 +6,19 @@
 
 use std::collections::{HashMap, HashSet};
 
-use k8s_openapi::api::core::v1::VolumeHealthCondition;
-use k8s_openapi::api::storage::v1::StorageHealthCondition;
 use serde::Deserialize;
 
 use crate::conditions::{HealthCondition, check_conditions, check_length};
 use crate::field::{ErrorKind, Errors, GoQuoted, LengthUnit, Path};
 use crate::names::CSI_DRIVER_NAME_MAX_LEN;
 use crate::view::{
-    Fingerprinted, PodVolumeHealthView, RawList, StorageHealthView, Walk, fingerprint, hash128,
+    Fingerprinted, PodVolumeHealthView, RawList, StorageConditionView, StorageHealthView,
+    VolumeConditionView, Walk, fingerprint, hash128,
 };
 
 /// A health entry: a name that keys the list, and its conditions.
 pub(crate) trait HealthEntry<'a>: Deserialize<'a> + Fingerprinted {
-    type Condition: HealthCondition;
+    type Condition: HealthCondition<'a>;
     fn name(&self) -> &str;
     fn conditions(&self) -> Option<&RawList<'a, Self::Condition>>;
     /// Declarative checks of a non-empty name beyond Required.
@@ -27,25 +26,25 @@ pub(crate) trait HealthEntry<'a>: Deserialize<'a> + Fingerprinted {
 }
 
 impl<'a> HealthEntry<'a> for PodVolumeHealthView<'a> {
-    type Condition = VolumeHealthCondition;
+    type Condition = VolumeConditionView<'a>;
 
     fn name(&self) -> &str {
         &self.name
     }
 
-    fn conditions(&self) -> Option<&RawList<'a, VolumeHealthCondition>> {
+    fn conditions(&self) -> Option<&RawList<'a, VolumeConditionView<'a>>> {
         self.health_conditions.as_ref()
     }
 }
 
 impl<'a> HealthEntry<'a> for StorageHealthView<'a> {
-    type Condition = StorageHealthCondition;
+    type Condition = StorageConditionView<'a>;
 
     fn name(&self) -> &str {
         &self.name
     }
 
-    fn conditions(&self) -> Option<&RawList<'a, StorageHealthCondition>> {
+    fn conditions(&self) -> Option<&RawList<'a, StorageConditionView<'a>>> {
         self.health_conditions.as_ref()
     }
 

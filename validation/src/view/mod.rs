@@ -13,8 +13,6 @@ mod list;
 use std::fmt;
 use std::hash::{Hash, Hasher};
 
-use k8s_openapi::api::core::v1::VolumeHealthCondition;
-use k8s_openapi::api::storage::v1::StorageHealthCondition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
@@ -193,7 +191,7 @@ last_member_wins! {
     HealthStatusView as "VolumeHealthStatus" {
         required: [],
         optional: [
-            health_conditions: RawList<'a, VolumeHealthCondition> = "healthConditions",
+            health_conditions: RawList<'a, VolumeConditionView<'a>> = "healthConditions",
             last_transition_time: Time = "lastTransitionTime",
         ],
     }
@@ -204,7 +202,7 @@ last_member_wins! {
     PodVolumeHealthView as "PodVolumeHealth" {
         required: [name: Text<'a> = "name"],
         optional: [
-            health_conditions: RawList<'a, VolumeHealthCondition> = "healthConditions",
+            health_conditions: RawList<'a, VolumeConditionView<'a>> = "healthConditions",
             last_transition_time: Time = "lastTransitionTime",
         ],
     }
@@ -214,7 +212,29 @@ last_member_wins! {
     /// An item of `CSINode.status.storageHealth`.
     StorageHealthView as "StorageHealth" {
         required: [name: Text<'a> = "name"],
-        optional: [health_conditions: RawList<'a, StorageHealthCondition> = "healthConditions"],
+        optional: [health_conditions: RawList<'a, StorageConditionView<'a>> = "healthConditions"],
+    }
+}
+
+last_member_wins! {
+    /// An item of a volume's `healthConditions` (PVC `healthStatus`, Pod `volumeHealth[i]`),
+    /// its strings borrowed from the review.
+    VolumeConditionView as "VolumeHealthCondition" {
+        required: [status: Text<'a> = "status", reason: Text<'a> = "reason"],
+        optional: [message: Text<'a> = "message"],
+    }
+}
+
+last_member_wins! {
+    /// An item of a CSINode `storageHealth[i].healthConditions`.
+    StorageConditionView as "StorageHealthCondition" {
+        required: [status: Text<'a> = "status", reason: Text<'a> = "reason"],
+        optional: [
+            message: Text<'a> = "message",
+            access_mode: Text<'a> = "accessMode",
+            volume_mode: Text<'a> = "volumeMode",
+            last_transition_time: Time = "lastTransitionTime",
+        ],
     }
 }
 
@@ -237,7 +257,7 @@ impl Fingerprinted for StorageHealthView<'_> {
     }
 }
 
-impl Fingerprinted for VolumeHealthCondition {
+impl Fingerprinted for VolumeConditionView<'_> {
     fn feed<H: Hasher>(&self, state: &mut H) {
         self.status.hash(state);
         self.reason.hash(state);
@@ -245,7 +265,7 @@ impl Fingerprinted for VolumeHealthCondition {
     }
 }
 
-impl Fingerprinted for StorageHealthCondition {
+impl Fingerprinted for StorageConditionView<'_> {
     fn feed<H: Hasher>(&self, state: &mut H) {
         self.status.hash(state);
         self.reason.hash(state);
