@@ -33,7 +33,9 @@ pub const VOLUME_MODES: &[&str] = &["Block", "Filesystem"];
 
 /// A condition type with the (status, reason) key and the field rules of its kind: volume
 /// conditions count bytes, storage conditions count characters and carry two more enums.
-pub(crate) trait HealthCondition<'a>: PartialEq + Clone + Deserialize<'a> + Fingerprinted {
+pub(crate) trait HealthCondition<'a>:
+    PartialEq + Clone + Deserialize<'a> + Fingerprinted
+{
     /// Supported `status` values, sorted.
     const STATUSES: &'static [&'static str];
     /// What the length limits count.
@@ -183,7 +185,9 @@ pub(crate) fn check_conditions<'a, C: HealthCondition<'a>>(
     }
     // The old list's items, when it is short enough to hold; a longer one is walked per item.
     let old = old.flatten();
-    let old_items = old.filter(|o| o.len() <= MAX_HEALTH_CONDITIONS).map(RawList::collect);
+    let old_items = old
+        .filter(|o| o.len() <= MAX_HEALTH_CONDITIONS)
+        .map(RawList::collect);
     for (i, condition) in items.iter().enumerate() {
         let item = path.index(i);
         let same_key = |other: &C| {
