@@ -255,20 +255,10 @@ fn remove(object: &RawValue, pointer: &str) -> Result<Box<RawValue>, serde_json:
 
 /// The webhook's 400 for an object it cannot decode: the error and its sources on one line.
 fn bad_request(err: &dyn std::error::Error) -> Denial {
-    let mut message = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !message.contains(&text) {
-            message.push_str(": ");
-            message.push_str(&text);
-        }
-        source = cause.source();
-    }
     Denial {
         code: 400,
         reason: "BadRequest".to_owned(),
-        message,
+        message: volume_health_validation::error_chain(err),
         errors: ErrorList::new(),
     }
 }

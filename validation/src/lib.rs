@@ -80,7 +80,9 @@ pub use restriction::{
     CSINODE_OTHER_NODE, CSINODE_STATUS_GATED, RestrictionInput, RestrictionPolicy,
     check_restrictions,
 };
-pub use status::{bad_request_status, forbidden_status, invalid_message, invalid_status};
+pub use status::{
+    bad_request_status, error_chain, forbidden_status, invalid_message, invalid_status,
+};
 
 #[cfg(test)]
 mod tests;

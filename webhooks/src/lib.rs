@@ -19,18 +19,4 @@ pub mod tls;
 
 pub use handlers::{Settings, WebhookState, router};
 
-/// An error and its sources as one line, `err: source: source`, skipping a source whose text
-/// the message already contains (serde and io errors often repeat their cause).
-pub fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut message = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !message.contains(&text) {
-            message.push_str(": ");
-            message.push_str(&text);
-        }
-        source = cause.source();
-    }
-    message
-}
+pub use volume_health_validation::error_chain;
