@@ -394,8 +394,8 @@ impl NameSet {
                 let mut names = HashSet::new();
                 if let Some(list) = list {
                     list.walk(|_, item| {
-                        if let Some(name) = item.name {
-                            names.insert(hash128(&*name));
+                        if let Some(name) = &item.name {
+                            names.insert(hash128(&**name));
                         }
                         Walk::Next
                     });

@@ -132,7 +132,10 @@ fn count<C>(list: Conditions<'_, '_, C>) -> usize {
 }
 
 /// Equal item for item; absent and empty are the same list.
-fn same_list<C>(a: Conditions<'_, '_, C>, b: Conditions<'_, '_, C>) -> bool {
+fn same_list<C: PartialEq + Fingerprinted>(
+    a: Conditions<'_, '_, C>,
+    b: Conditions<'_, '_, C>,
+) -> bool {
     match (a, b) {
         (Some(a), Some(b)) => a == b,
         _ => count(a) == 0 && count(b) == 0,
@@ -166,7 +169,7 @@ pub(crate) fn check_conditions<'a, C: HealthCondition<'a>>(
         }
         return;
     }
-    let items = new.map(RawList::collect).unwrap_or_default();
+    let items = new.and_then(RawList::held).unwrap_or_default();
     for (i, condition) in items.iter().enumerate() {
         let reason = condition.reason();
         if !reason.is_empty() && !is_condition_reason(reason) {
@@ -185,9 +188,7 @@ pub(crate) fn check_conditions<'a, C: HealthCondition<'a>>(
     }
     // The old list's items, when it is short enough to hold; a longer one is walked per item.
     let old = old.flatten();
-    let old_items = old
-        .filter(|o| o.len() <= MAX_HEALTH_CONDITIONS)
-        .map(RawList::collect);
+    let old_items = old.and_then(RawList::held);
     for (i, condition) in items.iter().enumerate() {
         let item = path.index(i);
         let same_key = |other: &C| {
@@ -203,9 +204,9 @@ pub(crate) fn check_conditions<'a, C: HealthCondition<'a>>(
                 },
             );
         }
-        let ratchets = match (&old_items, old) {
+        let ratchets = match (old_items, old) {
             (Some(old_items), _) => old_items.iter().find(|c| same_key(c)) == Some(condition),
-            (None, Some(old)) => first_where(old, same_key).as_ref() == Some(condition),
+            (None, Some(old)) => first_is(old, same_key, condition),
             (None, None) => false,
         };
         if ratchets {
@@ -215,22 +216,23 @@ pub(crate) fn check_conditions<'a, C: HealthCondition<'a>>(
     }
 }
 
-/// The first item of `list` that `wanted` accepts. For an old list too long to hold: walked once
-/// per new item, of which there are at most 16.
-fn first_where<'a, C: HealthCondition<'a>>(
+/// Whether the first item of `list` that `wanted` accepts equals `condition`. For an old list too
+/// long to hold: walked once per new item, of which there are at most 16.
+fn first_is<'a, C: HealthCondition<'a>>(
     list: &RawList<'a, C>,
     wanted: impl Fn(&C) -> bool,
-) -> Option<C> {
-    let mut found = None;
+    condition: &C,
+) -> bool {
+    let mut equal = false;
     list.walk(|_, item| {
-        if wanted(&item) {
-            found = Some(item);
+        if wanted(item) {
+            equal = item == condition;
             Walk::Stop
         } else {
             Walk::Next
         }
     });
-    found
+    equal
 }
 
 fn render_condition_key(status: &str, reason: &str) -> String {

@@ -17,7 +17,7 @@ use crate::view::{
 };
 
 /// A health entry: a name that keys the list, and its conditions.
-pub(crate) trait HealthEntry<'a>: Deserialize<'a> + Fingerprinted {
+pub(crate) trait HealthEntry<'a>: PartialEq + Deserialize<'a> + Fingerprinted {
     type Condition: HealthCondition<'a>;
     fn name(&self) -> &str;
     fn conditions(&self) -> Option<&RawList<'a, Self::Condition>>;
@@ -59,11 +59,34 @@ impl<'a> HealthEntry<'a> for StorageHealthView<'a> {
     }
 }
 
-/// An old entry, kept as what ratcheting compares: the whole entry by fingerprint, and its
-/// conditions for the per-condition comparison.
-struct OldEntry<'a, C> {
-    fingerprint: u64,
-    conditions: Option<RawList<'a, C>>,
+/// An old entry, kept as what ratcheting compares with the new entry of the same name.
+enum OldEntry<'l, 'a, E: HealthEntry<'a>> {
+    /// From an old list short enough to hold: the entry itself.
+    Held(&'l E),
+    /// From a longer old list, walked: the entry's fingerprint, and its conditions without their
+    /// items, so that what is kept per name stays small.
+    Walked {
+        fingerprint: u64,
+        conditions: Option<RawList<'a, E::Condition>>,
+    },
+}
+
+impl<'a, E: HealthEntry<'a>> OldEntry<'_, 'a, E> {
+    fn equals(&self, entry: &E) -> bool {
+        match self {
+            OldEntry::Held(old) => *old == entry,
+            OldEntry::Walked {
+                fingerprint: old, ..
+            } => *old == fingerprint(entry),
+        }
+    }
+
+    fn conditions(&self) -> Option<&RawList<'a, E::Condition>> {
+        match self {
+            OldEntry::Held(old) => old.conditions(),
+            OldEntry::Walked { conditions, .. } => conditions.as_ref(),
+        }
+    }
 }
 
 /// Validates a list of named entries at `path`.
@@ -83,22 +106,32 @@ pub(crate) fn check_entries<'a, E: HealthEntry<'a>>(
     // grows with the distinct names, not with the entries (a million entries may share one).
     let mut names: HashSet<u128> = HashSet::new();
     // The first old entry of each name the new list has.
-    let mut old_by_name: HashMap<u128, OldEntry<'a, E::Condition>> = HashMap::new();
+    let mut old_by_name: HashMap<u128, OldEntry<'_, 'a, E>> = HashMap::new();
     if let (false, Some(old)) = (unchanged, old) {
         new.walk(|_, entry| {
             names.insert(hash128(entry.name()));
             Walk::Next
         });
-        old.walk(|_, entry| {
-            let name = hash128(entry.name());
-            if names.contains(&name) {
-                old_by_name.entry(name).or_insert_with(|| OldEntry {
-                    fingerprint: fingerprint(&entry),
-                    conditions: entry.conditions().copied(),
-                });
+        match old.held() {
+            Some(entries) => {
+                for entry in entries {
+                    let name = hash128(entry.name());
+                    if names.contains(&name) {
+                        old_by_name.entry(name).or_insert(OldEntry::Held(entry));
+                    }
+                }
             }
-            Walk::Next
-        });
+            None => old.walk(|_, entry| {
+                let name = hash128(entry.name());
+                if names.contains(&name) {
+                    old_by_name.entry(name).or_insert_with(|| OldEntry::Walked {
+                        fingerprint: fingerprint(entry),
+                        conditions: entry.conditions().map(RawList::without_items),
+                    });
+                }
+                Walk::Next
+            }),
+        }
         // From here on: the names met so far.
         names.clear();
     }
@@ -115,10 +148,7 @@ pub(crate) fn check_entries<'a, E: HealthEntry<'a>>(
             let name = hash128(name);
             (names.insert(name), old_by_name.get(&name))
         };
-        let entry_unchanged = unchanged
-            || old
-                .as_ref()
-                .is_some_and(|o| o.fingerprint == fingerprint(&entry));
+        let entry_unchanged = unchanged || old.is_some_and(|o| o.equals(entry));
         if !first_time {
             errors.declarative(
                 &item,
@@ -140,7 +170,7 @@ pub(crate) fn check_entries<'a, E: HealthEntry<'a>>(
         let old_conditions = if entry_unchanged {
             Some(conditions)
         } else {
-            old.map(|o| o.conditions.as_ref())
+            old.map(OldEntry::conditions)
         };
         check_conditions(
             &item.child("healthConditions"),

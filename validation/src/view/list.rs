@@ -17,35 +17,74 @@ use serde_json::value::RawValue;
 
 use crate::json;
 
-/// A list kept as its JSON text: length, fingerprint and items decoded on demand.
+/// Lists of at most this many items are held decoded after their read, so the rules' several
+/// walks over a short list (the health conditions, a pod's volumes) decode it once. Longer lists
+/// are decoded again on each walk: what they hold stays bounded, whatever their length.
+const HELD_ITEMS: usize = 64;
+
+/// A list kept as its JSON text: length, and its items held when the list is short, else decoded
+/// on demand and compared by fingerprint.
 pub(crate) struct RawList<'a, T> {
     text: &'a RawValue,
     len: usize,
-    fingerprint: u64,
-    item: PhantomData<fn() -> T>,
+    items: Items<T>,
 }
 
-impl<T> Clone for RawList<'_, T> {
+enum Items<T> {
+    /// Every item: the list has at most [`HELD_ITEMS`].
+    Held(Vec<T>),
+    /// None: the items are decoded from the text on each walk, and compared by their keyed hash.
+    InText { fingerprint: u64 },
+}
+
+impl<T: Clone> Clone for RawList<'_, T> {
     fn clone(&self) -> Self {
-        *self
+        RawList {
+            items: match &self.items {
+                Items::Held(items) => Items::Held(items.clone()),
+                Items::InText { fingerprint } => Items::InText {
+                    fingerprint: *fingerprint,
+                },
+            },
+            ..*self
+        }
     }
 }
-
-impl<T> Copy for RawList<'_, T> {}
 
 impl<'a, T: Deserialize<'a> + Fingerprinted> RawList<'a, T> {
     /// Reads and checks the list at `text`.
     pub(crate) fn read(text: &'a RawValue) -> Result<Self, serde_json::Error> {
-        let (len, fingerprint) = walk_text::<T>(text.get(), |_, item| {
-            // Only the item's type is checked here.
-            drop(item);
+        let mut held = Vec::new();
+        // Started when the list turns out too long to hold.
+        let mut long: Option<Fingerprint> = None;
+        let len = walk_text::<T>(text.get(), |i, item| {
+            match &mut long {
+                Some(fingerprint) => fingerprint.add(&item),
+                None if i < HELD_ITEMS => held.push(item),
+                None => {
+                    let mut fingerprint = Fingerprint::new();
+                    for held in std::mem::take(&mut held) {
+                        fingerprint.add(&held);
+                    }
+                    fingerprint.add(&item);
+                    long = Some(fingerprint);
+                }
+            }
             Walk::Next
         })?;
-        Ok(RawList {
-            text,
-            len,
-            fingerprint,
-            item: PhantomData,
+        Ok(match long {
+            Some(fingerprint) => RawList {
+                text,
+                len,
+                items: Items::InText {
+                    fingerprint: fingerprint.finish(len),
+                },
+            },
+            None => RawList {
+                text,
+                len,
+                items: Items::Held(held),
+            },
         })
     }
 
@@ -55,19 +94,28 @@ impl<'a, T: Deserialize<'a> + Fingerprinted> RawList<'a, T> {
     }
 
     /// Calls `visit` with each item in order until it says stop.
-    pub(crate) fn walk(&self, mut visit: impl FnMut(usize, T) -> Walk) {
+    pub(crate) fn walk(&self, mut visit: impl FnMut(usize, &T) -> Walk) {
+        if let Some(items) = self.held() {
+            for (i, item) in items.iter().enumerate() {
+                if visit(i, item) == Walk::Stop {
+                    return;
+                }
+            }
+            return;
+        }
         // The text decoded as this same type when the list was read, so it decodes again.
-        let _ = walk_text::<T>(self.text.get(), &mut visit);
+        let _ = walk_text::<T>(self.text.get(), |i, item| visit(i, &item));
     }
 
-    /// The items, for a list known to be short.
-    pub(crate) fn collect(&self) -> Vec<T> {
-        let mut items = Vec::with_capacity(self.len);
-        self.walk(|_, item| {
-            items.push(item);
-            Walk::Next
-        });
-        items
+    /// The same list without its items, to keep many of them: walks decode the text again.
+    pub(crate) fn without_items(&self) -> Self {
+        RawList {
+            text: self.text,
+            len: self.len,
+            items: Items::InText {
+                fingerprint: self.fingerprint(),
+            },
+        }
     }
 }
 
@@ -75,6 +123,30 @@ impl<T> RawList<'_, T> {
     /// How many items.
     pub(crate) fn len(&self) -> usize {
         self.len
+    }
+
+    /// The items, when the list is short enough to hold them.
+    pub(crate) fn held(&self) -> Option<&[T]> {
+        match &self.items {
+            Items::Held(items) => Some(items),
+            Items::InText { .. } => None,
+        }
+    }
+}
+
+impl<T: Fingerprinted> RawList<'_, T> {
+    /// The keyed hash of the items: kept for a long list, made from the items of a held one.
+    fn fingerprint(&self) -> u64 {
+        match &self.items {
+            Items::InText { fingerprint } => *fingerprint,
+            Items::Held(items) => {
+                let mut fingerprint = Fingerprint::new();
+                for item in items {
+                    fingerprint.add(item);
+                }
+                fingerprint.finish(self.len)
+            }
+        }
     }
 }
 
@@ -84,17 +156,25 @@ impl<T> fmt::Debug for RawList<'_, T> {
     }
 }
 
-/// Two lists are equal when their items are, in order: same length, same fingerprint.
-impl<T> PartialEq for RawList<'_, T> {
+/// Two lists are equal when their items are, in order: held items compared as they are, others
+/// by fingerprint.
+impl<T: PartialEq + Fingerprinted> PartialEq for RawList<'_, T> {
     fn eq(&self, other: &Self) -> bool {
-        self.len == other.len && self.fingerprint == other.fingerprint
+        self.len == other.len
+            && match (self.held(), other.held()) {
+                (Some(a), Some(b)) => a == b,
+                _ => self.fingerprint() == other.fingerprint(),
+            }
     }
 }
 
-impl<T> Hash for RawList<'_, T> {
+impl<T: Fingerprinted> Hash for RawList<'_, T> {
     fn hash<H: Hasher>(&self, state: &mut H) {
         self.len.hash(state);
-        self.fingerprint.hash(state);
+        match &self.items {
+            Items::InText { fingerprint } => fingerprint.hash(state),
+            Items::Held(items) => items.iter().for_each(|item| item.feed(state)),
+        }
     }
 }
 
@@ -114,11 +194,11 @@ pub(crate) enum Walk {
 }
 
 /// Decodes the items of the list `text` one by one, giving each to `visit`; returns how many
-/// there were and their fingerprint.
-fn walk_text<'a, T: Deserialize<'a> + Fingerprinted>(
+/// there were.
+fn walk_text<'a, T: Deserialize<'a>>(
     text: &'a str,
     visit: impl FnMut(usize, T) -> Walk,
-) -> Result<(usize, u64), serde_json::Error> {
+) -> Result<usize, serde_json::Error> {
     json::from_str_seed(
         text,
         ListSeed::<T, _> {
@@ -133,44 +213,40 @@ struct ListSeed<T, F> {
     item: PhantomData<fn() -> T>,
 }
 
-impl<'de, T: Deserialize<'de> + Fingerprinted, F: FnMut(usize, T) -> Walk> DeserializeSeed<'de>
-    for ListSeed<T, F>
-{
-    type Value = (usize, u64);
+impl<'de, T: Deserialize<'de>, F: FnMut(usize, T) -> Walk> DeserializeSeed<'de> for ListSeed<T, F> {
+    type Value = usize;
 
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<usize, D::Error> {
         deserializer.deserialize_seq(self)
     }
 }
 
-impl<'de, T: Deserialize<'de> + Fingerprinted, F: FnMut(usize, T) -> Walk> Visitor<'de>
-    for ListSeed<T, F>
-{
-    type Value = (usize, u64);
+impl<'de, T: Deserialize<'de>, F: FnMut(usize, T) -> Walk> Visitor<'de> for ListSeed<T, F> {
+    type Value = usize;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a sequence")
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<Self::Value, A::Error> {
-        let mut fingerprint = Fingerprint::new();
+    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<usize, A::Error> {
         let mut len = 0;
         let mut walking = true;
+        // Items after a stop are still decoded: the whole list is checked on every walk.
         while let Some(item) = seq.next_element::<T>()? {
-            fingerprint.add(&item);
             if walking {
                 walking = (self.visit)(len, item) == Walk::Next;
             }
             len += 1;
         }
-        Ok((len, fingerprint.finish(len)))
+        Ok(len)
     }
 }
 
 /// Keyed SipHash over the items: equal items give equal fingerprints, and with a key drawn per
 /// process nobody can make two different lists collide on purpose. A fingerprint is only ever
 /// compared with one other (a list with the old object's), so 64 bits leave a chance of 2^-64
-/// per comparison; sets of many names use [`hash128`].
+/// per comparison; sets of many names use [`hash128`]. Short lists, held, compare their items
+/// and are never hashed on the request path.
 struct Fingerprint(std::hash::DefaultHasher);
 
 static KEYS: LazyLock<(RandomState, RandomState)> =
@@ -219,13 +295,26 @@ pub(crate) trait Fingerprinted {
 /// A string member borrowed from the body where it holds no escapes.
 pub(crate) type Text<'a> = Cow<'a, str>;
 
+/// Reads a [`Text`] borrowed from the body where it can be: serde's own `Cow<str>` always copies,
+/// and `#[serde(borrow)]` borrows only a field written `Cow<'a, str>` (not an alias, nor inside
+/// an `Option`).
+#[derive(serde::Deserialize)]
+pub(crate) struct Borrowed<'a>(#[serde(borrow)] pub(crate) Cow<'a, str>);
+
+/// Reads an optional [`Text`] member borrowed from the body, for `deserialize_with`.
+pub(crate) fn optional_text<'de: 'a, 'a, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Text<'a>>, D::Error> {
+    Ok(Option::<Borrowed<'a>>::deserialize(deserializer)?.map(|text| text.0))
+}
+
 #[cfg(test)]
 mod tests {
     use serde::Deserialize;
 
     use super::*;
 
-    #[derive(Debug, Deserialize, Hash, PartialEq)]
+    #[derive(Clone, Debug, Deserialize, Hash, PartialEq)]
     struct Item<'a> {
         #[serde(borrow, default)]
         name: Option<Cow<'a, str>>,
@@ -246,9 +335,10 @@ mod tests {
         let a = list(r#"[{"name":"x"}, {}, {"name":"y","other":[1,2]}]"#);
         assert_eq!(a.len(), 3);
         let names: Vec<_> = a
-            .collect()
-            .into_iter()
-            .map(|i| i.name.unwrap_or_default().into_owned())
+            .held()
+            .unwrap_or_default()
+            .iter()
+            .map(|i| i.name.as_deref().unwrap_or_default())
             .collect();
         assert_eq!(names, ["x", "", "y"]);
         // Equal when the items are, whatever the spacing and the members ignored.
@@ -263,7 +353,7 @@ mod tests {
         let a = list(r#"[{"name":"x"},{"name":"y"},{"name":"z"}]"#);
         let mut seen = Vec::new();
         a.walk(|i, item| {
-            seen.push((i, item.name.unwrap_or_default().into_owned()));
+            seen.push((i, item.name.clone().unwrap_or_default().into_owned()));
             if i == 1 { Walk::Stop } else { Walk::Next }
         });
         assert_eq!(seen, [(0, "x".to_owned()), (1, "y".to_owned())]);

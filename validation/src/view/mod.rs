@@ -17,18 +17,19 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
 
+use list::{Borrowed, optional_text};
 pub(crate) use list::{Fingerprinted, RawList, Text, Walk, fingerprint, hash128, typed_list_text};
 
 #[derive(Deserialize, Default)]
 pub(crate) struct MetaView<'a> {
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "optional_text")]
     pub(crate) name: Option<Text<'a>>,
 }
 
 /// An item of `spec.volumes` or `spec.drivers`.
 #[derive(Deserialize)]
 pub(crate) struct NameView<'a> {
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "optional_text")]
     pub(crate) name: Option<Text<'a>>,
 }
 
@@ -51,7 +52,7 @@ pub(crate) struct PodView<'a> {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct PodSpecView<'a> {
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "optional_text")]
     pub(crate) node_name: Option<Text<'a>>,
     #[serde(borrow, default)]
     pub(crate) volumes: Option<RawList<'a, NameView<'a>>>,
@@ -161,12 +162,12 @@ macro_rules! last_member_wins {
                         mut map: A,
                     ) -> Result<$name<'a>, A::Error> {
                         let mut value = $name::default();
-                        while let Some(key) = map.next_key::<Text<'de>>()? {
-                            match &*key {
+                        while let Some(key) = map.next_key::<Borrowed<'de>>()? {
+                            match &*key.0 {
                                 $($req_key => {
-                                    value.$req = map.next_value::<Option<$req_ty>>()?.unwrap_or_default();
+                                    value.$req = <$req_ty as Member>::read(&mut map)?.unwrap_or_default();
                                 })*
-                                $($key => value.$field = map.next_value()?,)*
+                                $($key => value.$field = <$ty as Member>::read(&mut map)?,)*
                                 _ => {
                                     map.next_value::<IgnoredAny>()?;
                                 }
@@ -184,6 +185,29 @@ macro_rules! last_member_wins {
             }
         }
     };
+}
+
+/// How a member of a [`last_member_wins!`] struct is read: strings borrowed from the body.
+trait Member<'de>: Sized {
+    fn read<A: MapAccess<'de>>(map: &mut A) -> Result<Option<Self>, A::Error>;
+}
+
+impl<'de: 'a, 'a> Member<'de> for Text<'a> {
+    fn read<A: MapAccess<'de>>(map: &mut A) -> Result<Option<Self>, A::Error> {
+        Ok(map.next_value::<Option<Borrowed<'a>>>()?.map(|text| text.0))
+    }
+}
+
+impl<'de: 'a, 'a, T: Deserialize<'a> + Fingerprinted> Member<'de> for RawList<'a, T> {
+    fn read<A: MapAccess<'de>>(map: &mut A) -> Result<Option<Self>, A::Error> {
+        map.next_value()
+    }
+}
+
+impl<'de> Member<'de> for Time {
+    fn read<A: MapAccess<'de>>(map: &mut A) -> Result<Option<Self>, A::Error> {
+        map.next_value()
+    }
 }
 
 last_member_wins! {
@@ -300,5 +324,42 @@ impl<'de, V: Deserialize<'de>> Visitor<'de> for ObjectVisitor<V> {
 
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Option<V>, A::Error> {
         V::deserialize(de::value::MapAccessDeserializer::new(map)).map(Some)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+
+    use super::*;
+
+    /// Strings without escapes are borrowed from the review, not copied.
+    #[test]
+    fn strings_are_borrowed_from_the_body() {
+        let text = r#"{"metadata":{"name":"web-0"},"spec":{"nodeName":"node1","volumes":[{"name":"data"}]},
+            "status":{"volumeHealth":[{"name":"data","healthConditions":[
+                {"status":"Degraded","reason":"Slow","message":"plain"},
+                {"status":"Degraded","reason":"Esc","message":"tab\there"}]}]}}"#;
+        let pod: PodView<'_> = crate::json::from_str(text).unwrap();
+        assert!(matches!(pod.metadata.name, Some(Cow::Borrowed("web-0"))));
+        let spec = pod.spec.as_ref().unwrap();
+        assert!(matches!(spec.node_name, Some(Cow::Borrowed("node1"))));
+        let volumes = spec.volumes.as_ref().unwrap().held().unwrap();
+        assert!(matches!(volumes[0].name, Some(Cow::Borrowed("data"))));
+        let entries = pod.volume_health().unwrap().held().unwrap();
+        assert!(matches!(entries[0].name, Cow::Borrowed("data")));
+        let conditions = entries[0]
+            .health_conditions
+            .as_ref()
+            .unwrap()
+            .held()
+            .unwrap();
+        assert!(matches!(conditions[0].status, Cow::Borrowed("Degraded")));
+        assert!(matches!(
+            conditions[0].message,
+            Some(Cow::Borrowed("plain"))
+        ));
+        // An escape can only be read by copying.
+        assert_eq!(conditions[1].message.as_deref(), Some("tab\there"));
     }
 }
