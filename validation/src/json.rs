@@ -14,11 +14,17 @@ use serde::de::{
 };
 
 /// Reads `T` from `text`, refusing a non-object wherever `T` (at any depth) wants a struct.
+///
+/// The views' lists are read in the same pass and held when short, which is what a review
+/// carries; a text with a longer list, or with an error, is read again with every list captured
+/// (each list borrowed as its text), so that what it gives, and where an error is placed, never depends on the
+/// first read.
 pub fn from_str<'a, T: de::Deserialize<'a>>(text: &'a str) -> Result<T, serde_json::Error> {
-    from_str_seed(text, std::marker::PhantomData::<T>)
+    let read = std::marker::PhantomData::<T>;
+    from_str_seed_held(text, read).or_else(|_| from_str_seed(text, read))
 }
 
-/// Reads `text` with `seed`, as [`from_str`] reads a type.
+/// Reads `text` with `seed`, every list captured.
 pub fn from_str_seed<'a, S: DeserializeSeed<'a>>(
     text: &'a str,
     seed: S,
@@ -42,21 +48,47 @@ pub(crate) fn message_without_position(error: &serde_json::Error) -> String {
 
 /// `inner`, with structs read only from maps.
 pub fn strict<'de, D: Deserializer<'de>>(inner: D) -> Strict<D> {
-    Strict(inner)
+    Strict(inner, Lists::Captured)
 }
 
 /// A deserializer whose structs are maps only; see the module documentation.
 #[derive(Debug)]
-pub struct Strict<D>(D);
+pub struct Strict<D>(D, Lists);
+
+/// How the lists of views ([`crate::view::RawList`]) are read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Lists {
+    /// Each list's text is kept, so that a list of any length can be walked again.
+    Captured,
+    /// Each list's items are decoded as they are read and held, with no text: one pass over the
+    /// body, and a list too long to hold fails the read.
+    Held,
+}
+
+/// The name by which a [`crate::view::RawList`] asks for a list: `Lists::Held` reads it as a
+/// sequence; anything else reads it as a newtype, which serde_json captures as raw text.
+pub(crate) const LIST: &str = "$volume_health::RawList";
+
+/// Reads `text` with `seed`, lists held: one pass, no list text kept. A list longer than can be
+/// held fails it.
+fn from_str_seed_held<'a, S: DeserializeSeed<'a>>(
+    text: &'a str,
+    seed: S,
+) -> Result<S::Value, serde_json::Error> {
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let value = seed.deserialize(Strict(&mut deserializer, Lists::Held))?;
+    deserializer.end()?;
+    Ok(value)
+}
 
 /// Everything a visitor is given is wrapped again, so the rule holds all the way down.
-struct Wrap<V>(V);
+struct Wrap<V>(V, Lists);
 
 macro_rules! forward {
     ($($method:ident),* $(,)?) => {
         $(
             fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
-                self.0.$method(Wrap(visitor))
+                self.0.$method(Wrap(visitor, self.1))
             }
         )*
     };
@@ -98,7 +130,7 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
         name: &'static str,
         visitor: V,
     ) -> Result<V::Value, Self::Error> {
-        self.0.deserialize_unit_struct(name, Wrap(visitor))
+        self.0.deserialize_unit_struct(name, Wrap(visitor, self.1))
     }
 
     fn deserialize_newtype_struct<V: Visitor<'de>>(
@@ -106,8 +138,12 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
         name: &'static str,
         visitor: V,
     ) -> Result<V::Value, Self::Error> {
+        if name == LIST && self.1 == Lists::Held {
+            return self.0.deserialize_seq(Wrap(visitor, self.1));
+        }
         // serde_json's RawValue is read through here, by name.
-        self.0.deserialize_newtype_struct(name, Wrap(visitor))
+        self.0
+            .deserialize_newtype_struct(name, Wrap(visitor, self.1))
     }
 
     fn deserialize_tuple<V: Visitor<'de>>(
@@ -115,7 +151,7 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
         len: usize,
         visitor: V,
     ) -> Result<V::Value, Self::Error> {
-        self.0.deserialize_tuple(len, Wrap(visitor))
+        self.0.deserialize_tuple(len, Wrap(visitor, self.1))
     }
 
     fn deserialize_tuple_struct<V: Visitor<'de>>(
@@ -124,7 +160,8 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
         len: usize,
         visitor: V,
     ) -> Result<V::Value, Self::Error> {
-        self.0.deserialize_tuple_struct(name, len, Wrap(visitor))
+        self.0
+            .deserialize_tuple_struct(name, len, Wrap(visitor, self.1))
     }
 
     /// The point of it all: a struct is read from a map, never from a sequence.
@@ -134,7 +171,7 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
         _fields: &'static [&'static str],
         visitor: V,
     ) -> Result<V::Value, Self::Error> {
-        self.0.deserialize_map(Wrap(visitor))
+        self.0.deserialize_map(Wrap(visitor, self.1))
     }
 
     fn deserialize_enum<V: Visitor<'de>>(
@@ -143,7 +180,8 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
         variants: &'static [&'static str],
         visitor: V,
     ) -> Result<V::Value, Self::Error> {
-        self.0.deserialize_enum(name, variants, Wrap(visitor))
+        self.0
+            .deserialize_enum(name, variants, Wrap(visitor, self.1))
     }
 
     fn is_human_readable(&self) -> bool {
@@ -200,26 +238,26 @@ impl<'de, V: Visitor<'de>> Visitor<'de> for Wrap<V> {
     }
 
     fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<V::Value, D::Error> {
-        self.0.visit_some(Strict(deserializer))
+        self.0.visit_some(Strict(deserializer, self.1))
     }
 
     fn visit_newtype_struct<D: Deserializer<'de>>(
         self,
         deserializer: D,
     ) -> Result<V::Value, D::Error> {
-        self.0.visit_newtype_struct(Strict(deserializer))
+        self.0.visit_newtype_struct(Strict(deserializer, self.1))
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<V::Value, A::Error> {
-        self.0.visit_seq(Wrap(seq))
+        self.0.visit_seq(Wrap(seq, self.1))
     }
 
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<V::Value, A::Error> {
-        self.0.visit_map(Wrap(map))
+        self.0.visit_map(Wrap(map, self.1))
     }
 
     fn visit_enum<A: EnumAccess<'de>>(self, data: A) -> Result<V::Value, A::Error> {
-        self.0.visit_enum(Wrap(data))
+        self.0.visit_enum(Wrap(data, self.1))
     }
 }
 
@@ -227,7 +265,7 @@ impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for Wrap<S> {
     type Value = S::Value;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<S::Value, D::Error> {
-        self.0.deserialize(Strict(deserializer))
+        self.0.deserialize(Strict(deserializer, self.1))
     }
 }
 
@@ -238,7 +276,7 @@ impl<'de, A: SeqAccess<'de>> SeqAccess<'de> for Wrap<A> {
         &mut self,
         seed: T,
     ) -> Result<Option<T::Value>, A::Error> {
-        self.0.next_element_seed(Wrap(seed))
+        self.0.next_element_seed(Wrap(seed, self.1))
     }
 
     fn size_hint(&self) -> Option<usize> {
@@ -253,11 +291,11 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for Wrap<A> {
         &mut self,
         seed: K,
     ) -> Result<Option<K::Value>, A::Error> {
-        self.0.next_key_seed(Wrap(seed))
+        self.0.next_key_seed(Wrap(seed, self.1))
     }
 
     fn next_value_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<T::Value, A::Error> {
-        self.0.next_value_seed(Wrap(seed))
+        self.0.next_value_seed(Wrap(seed, self.1))
     }
 
     fn size_hint(&self) -> Option<usize> {
@@ -273,8 +311,9 @@ impl<'de, A: EnumAccess<'de>> EnumAccess<'de> for Wrap<A> {
         self,
         seed: T,
     ) -> Result<(T::Value, Self::Variant), A::Error> {
-        let (value, variant) = self.0.variant_seed(Wrap(seed))?;
-        Ok((value, Wrap(variant)))
+        let lists = self.1;
+        let (value, variant) = self.0.variant_seed(Wrap(seed, lists))?;
+        Ok((value, Wrap(variant, lists)))
     }
 }
 
@@ -286,11 +325,11 @@ impl<'de, A: VariantAccess<'de>> VariantAccess<'de> for Wrap<A> {
     }
 
     fn newtype_variant_seed<T: DeserializeSeed<'de>>(self, seed: T) -> Result<T::Value, A::Error> {
-        self.0.newtype_variant_seed(Wrap(seed))
+        self.0.newtype_variant_seed(Wrap(seed, self.1))
     }
 
     fn tuple_variant<V: Visitor<'de>>(self, len: usize, visitor: V) -> Result<V::Value, A::Error> {
-        self.0.tuple_variant(len, Wrap(visitor))
+        self.0.tuple_variant(len, Wrap(visitor, self.1))
     }
 
     fn struct_variant<V: Visitor<'de>>(
@@ -299,18 +338,18 @@ impl<'de, A: VariantAccess<'de>> VariantAccess<'de> for Wrap<A> {
         visitor: V,
     ) -> Result<V::Value, A::Error> {
         // As for structs: a map, not a sequence.
-        self.0.newtype_variant_seed(MapOf(visitor))
+        self.0.newtype_variant_seed(MapOf(visitor, self.1))
     }
 }
 
 /// Reads a map with `V`: a struct variant's fields.
-struct MapOf<V>(V);
+struct MapOf<V>(V, Lists);
 
 impl<'de, V: Visitor<'de>> DeserializeSeed<'de> for MapOf<V> {
     type Value = V::Value;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<V::Value, D::Error> {
-        deserializer.deserialize_map(Wrap(self.0))
+        deserializer.deserialize_map(Wrap(self.0, self.1))
     }
 }
 

@@ -1,10 +1,14 @@
-//! Lists read from a review without materializing them.
+//! Lists read from a review with memory bounded by the body, whatever their length.
 //!
 //! A list in an object may be as long as the body allows: millions of `{}` in 7 MiB. Decoded
-//! into structs it would take many times its own size, so a [`RawList`] keeps only the list's
-//! text (borrowed from the body), its length and a fingerprint for equality, and each rule walks
-//! the items by decoding them one at a time. The items are decoded once when the list is read,
-//! so an item that is not of its type fails the read exactly as a decoded `Vec` would.
+//! into structs it would take many times its own size. So a [`RawList`] holds its items only
+//! when there are at most [`HELD_ITEMS`] of them, which is what a review carries (at most 16
+//! conditions, a few volumes). [`crate::json::from_str`] reads those in the one pass over the
+//! body. A longer list makes that pass fail, and the body is read again with each list's text
+//! captured (borrowed from the body): such a list keeps its text, its length and a fingerprint
+//! for equality, and each rule walks it by decoding the items one at a time. Either way every
+//! item is decoded when the list is read, so an item that is not of its type fails the read
+//! exactly as a decoded `Vec` would.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -25,28 +29,38 @@ const HELD_ITEMS: usize = 64;
 /// A list kept as its JSON text: length, and its items held when the list is short, else decoded
 /// on demand and compared by fingerprint.
 pub(crate) struct RawList<'a, T> {
-    text: &'a RawValue,
     len: usize,
-    items: Items<T>,
+    items: Items<'a, T>,
 }
 
-enum Items<T> {
-    /// Every item: the list has at most [`HELD_ITEMS`].
-    Held(Vec<T>),
+enum Items<'a, T> {
+    /// Every item: the list has at most [`HELD_ITEMS`]. The text is there when the list was read
+    /// from it (see [`crate::json::Lists`]).
+    Held {
+        items: Vec<T>,
+        text: Option<&'a RawValue>,
+    },
     /// None: the items are decoded from the text on each walk, and compared by their keyed hash.
-    InText { fingerprint: u64 },
+    InText {
+        text: &'a RawValue,
+        fingerprint: u64,
+    },
 }
 
 impl<T: Clone> Clone for RawList<'_, T> {
     fn clone(&self) -> Self {
         RawList {
+            len: self.len,
             items: match &self.items {
-                Items::Held(items) => Items::Held(items.clone()),
-                Items::InText { fingerprint } => Items::InText {
+                Items::Held { items, text } => Items::Held {
+                    items: items.clone(),
+                    text: *text,
+                },
+                Items::InText { text, fingerprint } => Items::InText {
+                    text,
                     fingerprint: *fingerprint,
                 },
             },
-            ..*self
         }
     }
 }
@@ -74,16 +88,18 @@ impl<'a, T: Deserialize<'a> + Fingerprinted> RawList<'a, T> {
         })?;
         Ok(match long {
             Some(fingerprint) => RawList {
-                text,
                 len,
                 items: Items::InText {
+                    text,
                     fingerprint: fingerprint.finish(len),
                 },
             },
             None => RawList {
-                text,
                 len,
-                items: Items::Held(held),
+                items: Items::Held {
+                    items: held,
+                    text: Some(text),
+                },
             },
         })
     }
@@ -95,26 +111,38 @@ impl<'a, T: Deserialize<'a> + Fingerprinted> RawList<'a, T> {
 
     /// Calls `visit` with each item in order until it says stop.
     pub(crate) fn walk(&self, mut visit: impl FnMut(usize, &T) -> Walk) {
-        if let Some(items) = self.held() {
-            for (i, item) in items.iter().enumerate() {
-                if visit(i, item) == Walk::Stop {
-                    return;
+        match &self.items {
+            Items::Held { items, .. } => {
+                for (i, item) in items.iter().enumerate() {
+                    if visit(i, item) == Walk::Stop {
+                        return;
+                    }
                 }
             }
-            return;
+            Items::InText { text, .. } => {
+                // The text decoded as this same type when the list was read, so it decodes again.
+                let _ = walk_text::<T>(text.get(), |i, item| visit(i, &item));
+            }
         }
-        // The text decoded as this same type when the list was read, so it decodes again.
-        let _ = walk_text::<T>(self.text.get(), |i, item| visit(i, &item));
     }
+}
 
-    /// The same list without its items, to keep many of them: walks decode the text again.
+impl<'a, T: Clone + Fingerprinted> RawList<'a, T> {
+    /// The same list without its items where its text allows, to keep many of them: walks decode
+    /// the text again. (A list read without its text, held, is never kept this way: it is then
+    /// part of a held list, and those are kept whole.)
     pub(crate) fn without_items(&self) -> Self {
-        RawList {
-            text: self.text,
-            len: self.len,
-            items: Items::InText {
-                fingerprint: self.fingerprint(),
+        match &self.items {
+            Items::Held {
+                text: Some(text), ..
+            } => RawList {
+                len: self.len,
+                items: Items::InText {
+                    text,
+                    fingerprint: self.fingerprint(),
+                },
             },
+            _ => self.clone(),
         }
     }
 }
@@ -128,7 +156,7 @@ impl<T> RawList<'_, T> {
     /// The items, when the list is short enough to hold them.
     pub(crate) fn held(&self) -> Option<&[T]> {
         match &self.items {
-            Items::Held(items) => Some(items),
+            Items::Held { items, .. } => Some(items),
             Items::InText { .. } => None,
         }
     }
@@ -138,8 +166,8 @@ impl<T: Fingerprinted> RawList<'_, T> {
     /// The keyed hash of the items: kept for a long list, made from the items of a held one.
     fn fingerprint(&self) -> u64 {
         match &self.items {
-            Items::InText { fingerprint } => *fingerprint,
-            Items::Held(items) => {
+            Items::InText { fingerprint, .. } => *fingerprint,
+            Items::Held { items, .. } => {
                 let mut fingerprint = Fingerprint::new();
                 for item in items {
                     fingerprint.add(item);
@@ -172,19 +200,64 @@ impl<T: Fingerprinted> Hash for RawList<'_, T> {
     fn hash<H: Hasher>(&self, state: &mut H) {
         self.len.hash(state);
         match &self.items {
-            Items::InText { fingerprint } => fingerprint.hash(state),
-            Items::Held(items) => items.iter().for_each(|item| item.feed(state)),
+            Items::InText { fingerprint, .. } => fingerprint.hash(state),
+            Items::Held { items, .. } => items.iter().for_each(|item| item.feed(state)),
         }
     }
 }
 
-impl<'de: 'a, 'a, T: Deserialize<'a> + Fingerprinted> Deserialize<'de> for RawList<'a, T> {
+impl<'de: 'a, 'a, T> Deserialize<'de> for RawList<'a, T>
+where
+    T: Deserialize<'de> + Fingerprinted,
+{
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let text = <&'a RawValue>::deserialize(deserializer)?;
-        // The item's own position would be within the list; the reader adds the list's.
-        RawList::read(text).map_err(|e| de::Error::custom(json::message_without_position(&e)))
+        deserializer.deserialize_newtype_struct(json::LIST, ListVisitor(PhantomData))
     }
 }
+
+/// Reads a list as [`crate::json::Lists`] says: its text captured, or its items held.
+struct ListVisitor<'a, T>(PhantomData<fn() -> RawList<'a, T>>);
+
+impl<'de: 'a, 'a, T> Visitor<'de> for ListVisitor<'a, T>
+where
+    T: Deserialize<'de> + Fingerprinted,
+{
+    type Value = RawList<'a, T>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a sequence")
+    }
+
+    /// Captured: the list's text, then its items read from it.
+    fn visit_newtype_struct<D: Deserializer<'de>>(
+        self,
+        deserializer: D,
+    ) -> Result<Self::Value, D::Error> {
+        let text = <&'de RawValue>::deserialize(deserializer)?;
+        // The item's own position would be within the list; the reader adds the list's.
+        let list: RawList<'de, T> = RawList::read(text)
+            .map_err(|e| de::Error::custom(json::message_without_position(&e)))?;
+        Ok(list)
+    }
+
+    /// Held: the items as they come, in the one pass over the body.
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element::<T>()? {
+            if items.len() == HELD_ITEMS {
+                return Err(de::Error::custom(TOO_LONG_TO_HOLD));
+            }
+            items.push(item);
+        }
+        Ok(RawList {
+            len: items.len(),
+            items: Items::Held { items, text: None },
+        })
+    }
+}
+
+/// Why a read with lists held failed: the body is then read again with lists captured.
+const TOO_LONG_TO_HOLD: &str = "a list too long to hold";
 
 /// Whether a walk goes on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -346,6 +419,18 @@ mod tests {
         assert!(a != list(r#"[{"name":"x"},{},{"name":"z"}]"#));
         assert!(a != list(r#"[{"name":"x"},{}]"#));
         assert!(a != list(r#"[{},{"name":"x"},{"name":"y"}]"#));
+
+        // Lists too long to hold compare by fingerprint, with the same meaning.
+        let long = |last: &str, spacing: &str| {
+            let mut items = vec![r#"{"name":"x"}"#.to_owned(); 100];
+            items.push(format!(r#"{{"name":"{last}"}}"#));
+            format!("[{}]", items.join(spacing))
+        };
+        let (b, c) = (long("y", ","), long("y", " ,\n "));
+        let (b, c, d) = (list(&b), list(&c), long("z", ","));
+        assert!(b.held().is_none());
+        assert!(b == c);
+        assert!(b != list(&d));
     }
 
     #[test]
@@ -366,6 +451,58 @@ mod tests {
                 crate::json::from_str::<RawList<'_, Item<'_>>>(json).is_err(),
                 "{json}"
             );
+        }
+    }
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    struct Doc<'a> {
+        #[serde(borrow, default)]
+        items: Option<RawList<'a, Item<'a>>>,
+    }
+
+    /// A document is read with its lists held, and read again with them captured when a list is
+    /// too long to hold or the read fails: either way the same items, and the same error at the
+    /// same place as a read with every list captured.
+    #[test]
+    fn held_and_captured_reads_agree() {
+        let items = |n: usize| {
+            let items: Vec<String> = (0..n).map(|i| format!(r#"{{"name":"n{i}"}}"#)).collect();
+            format!(r#"{{"items":[{}]}}"#, items.join(","))
+        };
+        let texts = [
+            items(0),
+            items(1),
+            items(HELD_ITEMS),
+            items(HELD_ITEMS + 1),
+            items(3 * HELD_ITEMS),
+            r#"{"items":[{"name":"a"},{"name":7},{"name":"b"}]}"#.to_owned(),
+            r#"{"items":[{"name":"a"}, ["x"]]}"#.to_owned(),
+            r#"{"items":{"name":"a"}}"#.to_owned(),
+            r#"{"items":[{"name":"a"}"#.to_owned(),
+        ];
+        for text in &texts {
+            let first = crate::json::from_str::<Doc<'_>>(text);
+            let captured = crate::json::from_str_seed(text, PhantomData::<Doc<'_>>);
+            match (first, captured) {
+                (Ok(first), Ok(captured)) => {
+                    assert_eq!(first, captured, "{text}");
+                    let list = first.items.unwrap();
+                    fn walked(list: &RawList<'_, Item<'_>>) -> Vec<String> {
+                        let mut names = Vec::new();
+                        list.walk(|_, item| {
+                            names.push(item.name.as_deref().unwrap_or_default().to_owned());
+                            Walk::Next
+                        });
+                        names
+                    }
+                    assert_eq!(walked(&list), walked(&captured.items.unwrap()), "{text}");
+                    assert_eq!(list.held().is_some(), list.len() <= HELD_ITEMS, "{text}");
+                }
+                (Err(first), Err(captured)) => {
+                    assert_eq!(first.to_string(), captured.to_string(), "{text}");
+                }
+                (first, captured) => panic!("{text}: {first:?} but {captured:?}"),
+            }
         }
     }
 

@@ -2,7 +2,8 @@
 //!
 //! A pod status review carries two whole Pods; only names, `spec.nodeName`, the volume and
 //! driver names and the health fields are read, and everything else is checked to be JSON and
-//! skipped. Lists are [`RawList`]s, so no list costs memory per item however long it is.
+//! skipped. Lists are [`RawList`]s: short ones held, longer ones kept as their text, so that
+//! memory stays bounded by the body however long a list is.
 //! `Option` everywhere: the apiserver omits empty fields, and `null` reads as absent.
 //!
 //! The health entries and `healthStatus` are read as k8s-openapi reads them (a member given twice:
@@ -198,7 +199,7 @@ impl<'de: 'a, 'a> Member<'de> for Text<'a> {
     }
 }
 
-impl<'de: 'a, 'a, T: Deserialize<'a> + Fingerprinted> Member<'de> for RawList<'a, T> {
+impl<'de: 'a, 'a, T: Deserialize<'de> + Fingerprinted> Member<'de> for RawList<'a, T> {
     fn read<A: MapAccess<'de>>(map: &mut A) -> Result<Option<Self>, A::Error> {
         map.next_value()
     }
