@@ -119,7 +119,7 @@ impl Server {
         let mut loaded = None;
         let (resolver, ca_pem) = match &config.certs {
             CertSource::Files(files) => {
-                let (resolver, contents) = tls::load_contents(files)?;
+                let (resolver, contents) = tls::load(files)?;
                 loaded = Some(contents);
                 (resolver, None)
             }
