@@ -31,7 +31,7 @@ use volume_health_validation::REQUEST_MEMBER_ORDER;
 use volume_health_webhooks::Settings;
 use volume_health_webhooks::enforcement::EnforcementAction;
 use volume_health_webhooks::gates::FeatureGates;
-use volume_health_webhooks::server::{CertSource, ServeConfig, Server};
+use volume_health_webhooks::server::{CertSource, ServeConfig, Server, Shutdown, Stopped};
 use volume_health_webhooks::tls::CertificateFiles;
 
 /// Any error, for helpers whose callers only check that something failed.
@@ -325,8 +325,8 @@ pub(crate) fn write_pair(dir: &Path, pair: &Pair) -> CertificateFiles {
 pub(crate) struct Running {
     pub(crate) secure: SocketAddr,
     pub(crate) health: SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<()>,
+    pub(crate) shutdown: Shutdown,
+    task: tokio::task::JoinHandle<Stopped>,
 }
 
 impl Running {
@@ -334,32 +334,33 @@ impl Running {
         let server = Server::bind(config).await.expect("server binds");
         let secure = server.secure_addr();
         let health = server.health_addr();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(server.run(async {
-            let _ = stopped.await;
-        }));
+        let shutdown = Shutdown::new();
+        let task = tokio::spawn(server.run(shutdown.clone()));
         Running {
             secure,
             health,
-            stop: Some(stop),
+            shutdown,
             task,
         }
     }
 
-    /// Starts the drain, as SIGTERM does.
-    pub(crate) fn begin_shutdown(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
+    /// Whether `Server::run` has returned.
+    pub(crate) fn has_stopped(&self) -> bool {
+        self.task.is_finished()
     }
 
-    /// Drains and waits for the server to stop.
-    pub(crate) async fn stop(mut self) {
-        self.begin_shutdown();
-        tokio::time::timeout(Duration::from_secs(10), &mut self.task)
+    /// Waits at most `limit` for `Server::run` to return; how it ended.
+    pub(crate) async fn stopped(self, limit: Duration) -> Stopped {
+        tokio::time::timeout(limit, self.task)
             .await
-            .expect("server stops")
-            .expect("server task");
+            .expect("the server stops in time")
+            .expect("server task")
+    }
+
+    /// Drains, as SIGTERM does, and waits for the server to stop.
+    pub(crate) async fn stop(self) -> Stopped {
+        self.shutdown.drain();
+        self.stopped(Duration::from_secs(10)).await
     }
 
     /// `/metrics` text.
