@@ -16,7 +16,6 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use support::{Ca, Running, assert_allowed, client_config, post, tls_connect};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio_rustls::client::TlsStream;
 use volume_health_webhooks::server::{CertSource, ServeConfig, Stopped};
 
 struct Fixture {
@@ -72,41 +71,6 @@ impl Fixture {
             assert!(Instant::now() < deadline, "still accepting");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-    }
-
-    /// A `/validate` request in flight: its headers sent with `Expect: 100-continue` and half
-    /// its body sent once the server answered `100 Continue`, which it does when a handler
-    /// starts reading the body. The connection and the other half.
-    async fn request_in_flight(&self) -> (TlsStream<TcpStream>, Vec<u8>) {
-        let mut tls = tls_connect(self.server.secure, &self.client(b"http/1.1"), "localhost")
-            .await
-            .unwrap();
-        let body = support::valid_review();
-        tls.write_all(
-            format!(
-                "POST /validate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nExpect: 100-continue\r\n\r\n",
-                body.len()
-            )
-            .as_bytes(),
-        )
-        .await
-        .unwrap();
-        tls.flush().await.unwrap();
-        let mut head = Vec::new();
-        while !head.ends_with(b"\r\n\r\n") {
-            let mut byte = [0u8; 1];
-            tls.read_exact(&mut byte).await.unwrap();
-            head.push(byte[0]);
-        }
-        assert!(
-            head.starts_with(b"HTTP/1.1 100 Continue\r\n"),
-            "{}",
-            String::from_utf8_lossy(&head)
-        );
-        let (first, rest) = body.split_at(body.len() / 2);
-        tls.write_all(first).await.unwrap();
-        tls.flush().await.unwrap();
-        (tls, rest.to_vec())
     }
 }
 
@@ -171,7 +135,8 @@ async fn drain_returns_once_requests_in_flight_are_answered() {
     let answer = h2.send_request(request(http::Version::HTTP_2)).await;
     assert_eq!(answer.unwrap().status(), 200);
 
-    let (mut in_flight, rest) = f.request_in_flight().await;
+    let (mut in_flight, rest) =
+        support::request_in_flight(f.server.secure, &f.client(b"http/1.1")).await;
 
     f.server.shutdown.drain();
     let drained_at = Instant::now();
@@ -236,7 +201,8 @@ async fn drain_timeout_ends_the_run_and_drops_what_is_still_open() {
         c.shutdown_timeout = Duration::from_millis(500);
     })
     .await;
-    let (mut in_flight, _rest) = f.request_in_flight().await;
+    let (mut in_flight, _rest) =
+        support::request_in_flight(f.server.secure, &f.client(b"http/1.1")).await;
     f.server.shutdown.drain();
     let drained_at = Instant::now();
     assert_eq!(
@@ -253,7 +219,8 @@ async fn drain_timeout_ends_the_run_and_drops_what_is_still_open() {
 async fn abort_ends_the_run_at_once() {
     for drain_first in [true, false] {
         let f = start(|c| c.shutdown_delay = Duration::from_secs(60)).await;
-        let (mut in_flight, _rest) = f.request_in_flight().await;
+        let (mut in_flight, _rest) =
+            support::request_in_flight(f.server.secure, &f.client(b"http/1.1")).await;
         if drain_first {
             f.server.shutdown.drain();
             f.wait_not_ready().await;

@@ -515,6 +515,44 @@ impl Drop for Process {
     }
 }
 
+/// A `/validate` request in flight: its headers sent with `Expect: 100-continue` and half
+/// its body sent once the server answered `100 Continue`, which it does when a handler
+/// starts reading the body. The connection and the other half.
+pub(crate) async fn request_in_flight(
+    addr: SocketAddr,
+    client: &Arc<rustls::ClientConfig>,
+) -> (TlsStream<TcpStream>, Vec<u8>) {
+    let mut tls = tls_connect(addr, client, "localhost")
+        .await
+        .expect("connects");
+    let body = valid_review();
+    tls.write_all(
+        format!(
+            "POST /validate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nExpect: 100-continue\r\n\r\n",
+            body.len()
+        )
+        .as_bytes(),
+    )
+    .await
+    .expect("sends");
+    tls.flush().await.expect("sends");
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let mut byte = [0u8; 1];
+        tls.read_exact(&mut byte).await.expect("reads");
+        head.push(byte[0]);
+    }
+    assert!(
+        head.starts_with(b"HTTP/1.1 100 Continue\r\n"),
+        "{}",
+        String::from_utf8_lossy(&head)
+    );
+    let (first, rest) = body.split_at(body.len() / 2);
+    tls.write_all(first).await.expect("sends");
+    tls.flush().await.expect("sends");
+    (tls, rest.to_vec())
+}
+
 /// A temporary directory and a path in it.
 pub(crate) fn temp_file(dir: &tempfile::TempDir, name: &str) -> PathBuf {
     dir.path().join(name)
