@@ -367,7 +367,9 @@ struct Port {
     header_timeout: Duration,
     slots: Arc<Semaphore>,
     connections: JoinSet<()>,
-    /// Asks every connection to close once its in-flight requests are answered.
+    /// Asks every connection to close once its in-flight requests are answered. hyper-util's
+    /// `GracefulShutdown` would take each connection over, leaving the TLS handshake and the
+    /// h2 idle close no way to act on it.
     drain: CancellationToken,
 }
 
