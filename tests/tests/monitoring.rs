@@ -18,7 +18,7 @@ use clap::Parser;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use volume_health_webhooks::config::{Cli, Command as Subcommand};
-use volume_health_webhooks::server::Server;
+use volume_health_webhooks::server::{Server, Shutdown};
 
 /// The alerts an operator of fail-closed webhooks needs.
 const ALERTS: &[&str] = &[
@@ -335,10 +335,7 @@ async fn scrape_a_running_server() -> String {
     );
     let review = fs::read(repository().join("examples/pod-status-review.json")).expect("example");
     let health = server.health_addr();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(server.run(async {
-        let _ = stopped.await;
-    }));
+    let running = tokio::spawn(server.run(Shutdown::new()));
     for (path, body, status) in [
         ("/validate", &review[..], "200"),
         ("/mutate", &review[..], "200"),
@@ -355,7 +352,6 @@ async fn scrape_a_running_server() -> String {
         .expect("writes");
     let mut raw = Vec::new();
     tcp.read_to_end(&mut raw).await.expect("reads");
-    let _ = stop.send(());
     running.abort();
     let text = String::from_utf8(raw).expect("UTF-8");
     let (head, body) = text.split_once("\r\n\r\n").expect("an HTTP answer");

@@ -4,20 +4,19 @@
 use anyhow::Context;
 use clap::Parser;
 use std::process::ExitCode;
-use tokio::signal::unix::{SignalKind, signal};
 
 use volume_health_webhooks::config::{Cli, Command, ServeArgs};
-use volume_health_webhooks::server::Server;
+use volume_health_webhooks::server::{Server, Shutdown, Stopped};
 use volume_health_webhooks::telemetry;
 
 fn main() -> anyhow::Result<ExitCode> {
     match Cli::parse().command {
-        Command::Serve(args) => serve(args).map(|()| ExitCode::SUCCESS),
+        Command::Serve(args) => serve(args),
         Command::Check(args) => Ok(args.run()),
     }
 }
 
-fn serve(args: ServeArgs) -> anyhow::Result<()> {
+fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     telemetry::init(args.log_format);
     let ca_file = args.self_signed_ca_file.clone();
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -25,8 +24,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(async move {
-        let mut terminate = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
-        let mut interrupt = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
+        let shutdown = Shutdown::on_signals()?;
         let server = Server::bind(args.into_config())
             .await
             .context("starting the server")?;
@@ -36,19 +34,10 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 None => eprintln!("generated a self-signed certificate for localhost; its CA:\n{ca}"),
             }
         }
-        let (first_signal, signalled) = tokio::sync::oneshot::channel();
-        tokio::spawn(async move {
-            tokio::select! { _ = terminate.recv() => {}, _ = interrupt.recv() => {} }
-            let _ = first_signal.send(());
-            tokio::select! { _ = terminate.recv() => {}, _ = interrupt.recv() => {} }
-            tracing::warn!("second signal: exiting without draining");
-            std::process::exit(1);
-        });
-        server
-            .run(async {
-                let _ = signalled.await;
-            })
-            .await;
-        anyhow::Ok(())
+        Ok(match server.run(shutdown).await {
+            // A second signal: in-flight requests were cut, not a clean shutdown.
+            Stopped::Aborted => ExitCode::FAILURE,
+            Stopped::Drained | Stopped::TimedOut(_) => ExitCode::SUCCESS,
+        })
     })
 }

@@ -3,8 +3,8 @@
 //! that field validation refuses, by resource and enforcement action; and the standard
 //! `process_*` metrics.
 
+use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use prometheus_client::collector::Collector;
@@ -14,9 +14,6 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
-// The keys are a few addresses and lengths, not client input: no need for SipHash's protection
-// against chosen collisions.
-use rustc_hash::FxHashMap;
 
 /// Latency buckets in seconds: fine below a millisecond, where answers land, and up to the
 /// apiserver's own buckets (5 ms, 25 ms, 100 ms ...) above it, then 2 s and 3 s, so that a p99
@@ -72,24 +69,6 @@ struct Inner {
     cert_reloads: Family<ResultLabels, Counter>,
     cert_expiry: Gauge<f64, AtomicU64>,
     violations: Family<ViolationLabels, Counter>,
-    /// The series of each label combination seen so far, so that a request does not hash its
-    /// label strings and take the lock of both families.
-    series: RwLock<FxHashMap<SeriesKey, Series>>,
-}
-
-/// The labels of [`Metrics::observe`], each a `&'static str` by address and length: equal keys
-/// are the same bytes. Equal text at two addresses gets two entries, which resolve to the same
-/// series.
-type SeriesKey = [(usize, usize); 4];
-
-fn static_key(label: &'static str) -> (usize, usize) {
-    (label.as_ptr() as usize, label.len())
-}
-
-/// Handles on the series of one label combination; they update the families' series.
-struct Series {
-    requests: Counter,
-    latency: Histogram,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -165,12 +144,16 @@ impl Metrics {
                 cert_reloads,
                 cert_expiry,
                 violations,
-                series: RwLock::default(),
             }),
         }
     }
 
     /// Counts one answered request. A label combination's series appear when it is first seen.
+    ///
+    /// Straight to the families, each behind its own lock. A cache of series handles in front
+    /// of them measured 26 ns a call against 140 ns (criterion, one thread; 55 ns against
+    /// 186 ns with two threads): 0.1 µs, about 2% of the smallest request in process
+    /// (`/authorize`, 4.9 µs) and too little to show end to end, so not worth a second map.
     pub fn observe(
         &self,
         endpoint: &'static str,
@@ -179,44 +162,19 @@ impl Metrics {
         decision: &'static str,
         elapsed: Duration,
     ) {
-        let key = [
-            static_key(endpoint),
-            static_key(resource),
-            static_key(operation),
-            static_key(decision),
-        ];
-        let seconds = elapsed.as_secs_f64();
-        {
-            let series = self
-                .inner
-                .series
-                .read()
-                .unwrap_or_else(PoisonError::into_inner);
-            if let Some(series) = series.get(&key) {
-                series.requests.inc();
-                series.latency.observe(seconds);
-                return;
-            }
-        }
-        let series = Series {
-            requests: self.inner.requests.get_or_create_owned(&RequestLabels {
+        self.inner
+            .requests
+            .get_or_create(&RequestLabels {
                 endpoint,
                 resource,
                 operation,
                 decision,
-            }),
-            latency: self
-                .inner
-                .latency
-                .get_or_create_owned(&LatencyLabels { endpoint, decision }),
-        };
-        series.requests.inc();
-        series.latency.observe(seconds);
+            })
+            .inc();
         self.inner
-            .series
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(key, series);
+            .latency
+            .get_or_create(&LatencyLabels { endpoint, decision })
+            .observe(elapsed.as_secs_f64());
     }
 
     /// Counts a certificate reload attempt.
@@ -360,9 +318,7 @@ mod tests {
     fn series_appear_when_first_seen_and_count_every_request() {
         let metrics = Metrics::new();
         assert!(!metrics.encode().contains("requests_total{"));
-        // The same label text at another address counts into the same series.
-        let copied: &'static str = String::from("validate").leak();
-        for endpoint in ["validate", "validate", copied] {
+        for endpoint in ["validate", "validate", "validate"] {
             metrics.observe(
                 endpoint,
                 "pods",

@@ -5,15 +5,16 @@ use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use axum::Router;
+use hyper::server::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
-use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
@@ -58,9 +59,9 @@ pub struct ServeConfig {
     pub header_read_timeout: Duration,
     /// Most connections served at once on each port; further ones wait in the listen backlog.
     pub max_connections: usize,
-    /// After SIGTERM, how long to keep accepting while endpoints stop routing here.
+    /// After the drain starts, how long to keep accepting while endpoints stop routing here.
     pub shutdown_delay: Duration,
-    /// After that, how long in-flight requests may take before the process exits anyway.
+    /// After that, how long in-flight requests may take before the server stops anyway.
     pub shutdown_timeout: Duration,
 }
 
@@ -70,12 +71,12 @@ pub enum ServeError {
     /// Certificates.
     #[error(transparent)]
     Tls(#[from] TlsError),
-    /// A port could not be bound.
+    /// A port could not be bound, or its bound address not read.
     #[error("failed to listen on {addr}")]
     Bind {
-        /// The address.
+        /// The address asked for.
         addr: SocketAddr,
-        /// Why.
+        /// What the system said.
         #[source]
         source: std::io::Error,
     },
@@ -89,17 +90,85 @@ pub enum ServeError {
     WriteCa {
         /// The file.
         path: PathBuf,
-        /// Why.
+        /// What the system said.
         #[source]
         source: std::io::Error,
     },
 }
 
+/// Tells a running [`Server`] to stop; clones work the same server.
+#[derive(Clone, Debug, Default)]
+pub struct Shutdown {
+    drain: CancellationToken,
+    abort: CancellationToken,
+}
+
+/// A signal handler could not be installed.
+#[derive(Debug, thiserror::Error)]
+#[error("installing {signal} handler")]
+pub struct SignalError {
+    signal: &'static str,
+    #[source]
+    source: std::io::Error,
+}
+
+impl Shutdown {
+    /// A handle that nothing has triggered yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Starts the drain described at [`Server::run`]; a second call changes nothing.
+    pub fn drain(&self) {
+        self.drain.cancel();
+    }
+
+    /// Ends [`Server::run`] at once, with [`Stopped::Aborted`]: connections still open are
+    /// dropped.
+    pub fn abort(&self) {
+        self.abort.cancel();
+    }
+
+    /// A handle worked by SIGTERM and SIGINT, as Kubernetes components take them: the first
+    /// starts the drain, a second aborts it.
+    pub fn on_signals() -> Result<Self, SignalError> {
+        let install = |kind: SignalKind, name: &'static str| {
+            signal(kind).map_err(|source| SignalError {
+                signal: name,
+                source,
+            })
+        };
+        let mut terminate = install(SignalKind::terminate(), "SIGTERM")?;
+        let mut interrupt = install(SignalKind::interrupt(), "SIGINT")?;
+        let shutdown = Shutdown::new();
+        let handle = shutdown.clone();
+        tokio::spawn(async move {
+            tokio::select! { _ = terminate.recv() => {}, _ = interrupt.recv() => {} }
+            handle.drain();
+            tokio::select! { _ = terminate.recv() => {}, _ = interrupt.recv() => {} }
+            tracing::warn!("second signal: exiting without draining");
+            handle.abort();
+        });
+        Ok(shutdown)
+    }
+}
+
+/// How [`Server::run`] ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stopped {
+    /// Every connection closed within the drain timeout.
+    Drained,
+    /// The drain timeout passed with this many connections still open; they were dropped.
+    TimedOut(usize),
+    /// [`Shutdown::abort`]: connections still open were dropped.
+    Aborted,
+}
+
 /// A server with its ports bound, ready to [`run`](Server::run).
 pub struct Server {
     config: ServeConfig,
-    secure: TcpListener,
-    health: TcpListener,
+    secure: Listener,
+    health: Listener,
     tls: Arc<rustls::ServerConfig>,
     resolver: Arc<ReloadingResolver>,
     metrics: Metrics,
@@ -119,25 +188,14 @@ impl Server {
         let mut loaded = None;
         let (resolver, ca_pem) = match &config.certs {
             CertSource::Files(files) => {
-                let (resolver, contents) = tls::load_contents(files)?;
+                let (resolver, contents) = tls::load(files)?;
                 loaded = Some(contents);
                 (resolver, None)
             }
             CertSource::SelfSigned { ca_file } => {
                 let generated = tls::self_signed()?;
                 if let Some(path) = ca_file {
-                    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                        std::fs::create_dir_all(dir).map_err(|source| ServeError::WriteCa {
-                            path: path.clone(),
-                            source,
-                        })?;
-                    }
-                    std::fs::write(path, &generated.ca_pem).map_err(|source| {
-                        ServeError::WriteCa {
-                            path: path.clone(),
-                            source,
-                        }
-                    })?;
+                    write_ca(path, &generated.ca_pem)?;
                 }
                 (
                     ReloadingResolver::new(generated.key),
@@ -150,8 +208,10 @@ impl Server {
             resolver.clone(),
             config.client_ca_file.as_deref(),
         )?);
-        let secure = bind(SocketAddr::new(config.bind_address, config.secure_port)).await?;
-        let health = bind(SocketAddr::new(config.bind_address, config.health_port)).await?;
+        let secure =
+            Listener::bind(SocketAddr::new(config.bind_address, config.secure_port)).await?;
+        let health =
+            Listener::bind(SocketAddr::new(config.bind_address, config.health_port)).await?;
         let metrics = Metrics::new();
         if let Some(at) = resolver.expires_at() {
             metrics.cert_expires_at(at);
@@ -171,16 +231,12 @@ impl Server {
 
     /// The bound TLS address.
     pub fn secure_addr(&self) -> SocketAddr {
-        self.secure
-            .local_addr()
-            .unwrap_or_else(|_| SocketAddr::new(self.config.bind_address, self.config.secure_port))
+        self.secure.addr
     }
 
     /// The bound health address.
     pub fn health_addr(&self) -> SocketAddr {
-        self.health
-            .local_addr()
-            .unwrap_or_else(|_| SocketAddr::new(self.config.bind_address, self.config.health_port))
+        self.health.addr
     }
 
     /// The generated CA (PEM), when the certificate was generated.
@@ -188,11 +244,11 @@ impl Server {
         self.ca_pem.as_deref()
     }
 
-    /// Serves until `shutdown` completes, then drains: `/readyz` fails at once, connections are
-    /// still accepted for `shutdown_delay` so that endpoints can update, then the listener
-    /// closes, in-flight requests finish and keep-alive connections are closed, within
-    /// `shutdown_timeout`.
-    pub async fn run(self, shutdown: impl Future<Output = ()>) {
+    /// Serves until `shutdown` drains or aborts. The drain: `/readyz` fails at once,
+    /// connections are still accepted for `shutdown_delay` so that endpoints can update, then
+    /// the TLS listener closes, idle keep-alive connections close and in-flight requests
+    /// finish, within `shutdown_timeout`; the health port serves until then.
+    pub async fn run(self, shutdown: Shutdown) -> Stopped {
         let Server {
             config,
             secure,
@@ -204,173 +260,182 @@ impl Server {
             ca_pem: _,
             loaded,
         } = self;
-        let stop_background = CancellationToken::new();
-        let health_addr = health
-            .local_addr()
-            .map(|a| a.to_string())
-            .unwrap_or_else(|_| health_addr_string(&config));
-
-        let health_app = health::router(readiness.clone(), metrics.clone());
-        let health_stop = stop_background.clone();
-        let health_task = tokio::spawn(serve_health(
-            health,
-            health_app,
-            health_stop,
-            config.header_read_timeout,
-            config.max_connections,
-        ));
-
-        if let (CertSource::Files(files), Some(loaded)) = (&config.certs, loaded) {
-            tokio::spawn(tls::watch(
-                files.clone(),
-                loaded,
-                resolver,
-                config.tls_reload_interval,
-                metrics.clone(),
-                stop_background.clone(),
-            ));
-        }
-
-        let app = router(&config.settings, metrics);
-        let acceptor = TlsAcceptor::from(tls);
-        // Every connection task holds a slot from accept to close, so holding all the slots
-        // means that every connection is closed; the drain waits for exactly that.
-        let slots = u32::try_from(config.max_connections.max(1)).unwrap_or(u32::MAX);
-        let limit = Arc::new(Semaphore::new(slots as usize));
-        let drain = CancellationToken::new();
         tracing::info!(
-            secure = %secure.local_addr().map(|a| a.to_string()).unwrap_or_default(),
-            health = %health_addr,
+            secure = %secure.addr,
+            health = %health.addr,
             gates = %config.settings.gates,
             "serving"
         );
+        let app = router(&config.settings, metrics.clone());
+        let health_app = health::router(readiness.clone(), metrics.clone());
+        let mut health = Port::new(health, Transport::Plain, health_app, &config);
+        // The health port and the certificate watcher serve until the webhooks are drained.
+        let drained = CancellationToken::new();
 
-        tokio::pin!(shutdown);
-        let mut drain_at = None;
-        loop {
-            let delay = async {
-                match drain_at {
-                    Some(at) => tokio::time::sleep_until(at).await,
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                () = &mut shutdown, if drain_at.is_none() => {
+        let webhooks = async {
+            let mut secure =
+                Port::new(secure, Transport::Tls(TlsAcceptor::from(tls)), app, &config);
+            secure
+                .accept_until(async {
+                    shutdown.drain.cancelled().await;
                     readiness.set_not_ready();
                     tracing::info!(delay = ?config.shutdown_delay, "shutdown requested: readiness failing, still accepting");
-                    drain_at = Some(tokio::time::Instant::now() + config.shutdown_delay);
-                }
-                () = delay => break,
-                accepted = accept(&secure, &limit) => {
+                    tokio::time::sleep(config.shutdown_delay).await;
+                })
+                .await;
+            let open = secure.close(config.shutdown_timeout).await;
+            drained.cancel();
+            if open == 0 {
+                Stopped::Drained
+            } else {
+                tracing::warn!(timeout = ?config.shutdown_timeout, open, "connections still open after the drain timeout");
+                Stopped::TimedOut(open)
+            }
+        };
+        let watch_certificates = async {
+            if let (CertSource::Files(files), Some(loaded)) = (&config.certs, loaded) {
+                let interval = config.tls_reload_interval;
+                tls::watch(
+                    files.clone(),
+                    loaded,
+                    resolver,
+                    interval,
+                    metrics,
+                    drained.clone(),
+                )
+                .await;
+            }
+        };
+        let serving = async {
+            let (stopped, (), ()) = tokio::join!(
+                webhooks,
+                health.accept_until(drained.cancelled()),
+                watch_certificates
+            );
+            stopped
+        };
+        // Returning drops every port with its connection tasks.
+        let stopped = tokio::select! {
+            stopped = serving => stopped,
+            () = shutdown.abort.cancelled() => Stopped::Aborted,
+        };
+        tracing::info!(?stopped, "shut down");
+        stopped
+    }
+}
+
+fn write_ca(path: &std::path::Path, pem: &str) -> Result<(), ServeError> {
+    let failed = |source| ServeError::WriteCa {
+        path: path.to_owned(),
+        source,
+    };
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(failed)?;
+    }
+    std::fs::write(path, pem).map_err(failed)
+}
+
+/// A bound port and its address as bound (the port chosen for port 0).
+struct Listener {
+    tcp: TcpListener,
+    addr: SocketAddr,
+}
+
+impl Listener {
+    async fn bind(addr: SocketAddr) -> Result<Self, ServeError> {
+        let failed = |source| ServeError::Bind { addr, source };
+        let tcp = TcpListener::bind(addr).await.map_err(failed)?;
+        let addr = tcp.local_addr().map_err(failed)?;
+        Ok(Listener { tcp, addr })
+    }
+}
+
+/// What a port speaks.
+#[derive(Clone)]
+enum Transport {
+    /// HTTP/1.1 (the health port: kubelet probes, Prometheus).
+    Plain,
+    /// TLS, then the protocol ALPN chose.
+    Tls(TlsAcceptor),
+}
+
+/// One port: its listener, the bound on its open connections, and their tasks.
+struct Port {
+    listener: Listener,
+    transport: Transport,
+    app: Router,
+    header_timeout: Duration,
+    slots: Arc<Semaphore>,
+    connections: JoinSet<()>,
+    /// Asks every connection to close once its in-flight requests are answered. hyper-util's
+    /// `GracefulShutdown` would take each connection over, leaving the TLS handshake and the
+    /// h2 idle close no way to act on it.
+    drain: CancellationToken,
+}
+
+impl Port {
+    fn new(listener: Listener, transport: Transport, app: Router, config: &ServeConfig) -> Self {
+        Port {
+            listener,
+            transport,
+            app,
+            header_timeout: config.header_read_timeout,
+            slots: Arc::new(Semaphore::new(config.max_connections.max(1))),
+            connections: JoinSet::new(),
+            drain: CancellationToken::new(),
+        }
+    }
+
+    /// Serves connections until `stop` completes, each in its own task; beyond
+    /// `max_connections` open at once, new connections wait in the listen backlog.
+    async fn accept_until(&mut self, stop: impl Future<Output = ()>) {
+        tokio::pin!(stop);
+        loop {
+            tokio::select! {
+                () = &mut stop => return,
+                // Ended connections are collected as they end: the set holds the open ones.
+                Some(_) = self.connections.join_next() => {}
+                accepted = accept(&self.listener.tcp, &self.slots) => {
                     let Some((stream, peer, permit)) = accepted else { continue };
-                    let acceptor = acceptor.clone();
-                    let app = app.clone();
-                    let drain = drain.clone();
-                    let header_timeout = config.header_read_timeout;
-                    tokio::spawn(async move {
+                    let transport = self.transport.clone();
+                    let app = self.app.clone();
+                    let header_timeout = self.header_timeout;
+                    let drain = self.drain.clone();
+                    self.connections.spawn(async move {
                         let _permit = permit;
-                        let handshake = tokio::time::timeout(header_timeout, acceptor.accept(stream));
-                        let tls = tokio::select! {
-                            handshake = handshake => match handshake {
-                                Ok(Ok(tls)) => tls,
-                                Ok(Err(err)) => {
-                                    tracing::debug!(%peer, error = %err, "TLS handshake failed");
-                                    return;
-                                }
-                                Err(_) => {
-                                    tracing::debug!(%peer, "TLS handshake timed out");
-                                    return;
-                                }
-                            },
-                            () = drain.cancelled() => return,
-                        };
-                        serve_connection(tls, app, drain, header_timeout).await;
+                        transport.serve(stream, peer, app, header_timeout, &drain).await;
                     });
                 }
             }
         }
-        drop(secure);
+    }
+
+    /// Closes the listener, asks every connection to close once its in-flight requests are
+    /// answered (idle ones close at once), and waits at most `timeout` for them; how many are
+    /// still open then (dropped on return).
+    async fn close(self, timeout: Duration) -> usize {
+        let Port {
+            listener,
+            mut connections,
+            drain,
+            ..
+        } = self;
+        drop(listener);
         tracing::info!("listener closed; draining in-flight requests");
         drain.cancel();
-        if tokio::time::timeout(config.shutdown_timeout, limit.acquire_many(slots))
-            .await
-            .is_err()
-        {
-            tracing::warn!(timeout = ?config.shutdown_timeout, "connections still open after the drain timeout");
-        }
-        stop_background.cancel();
-        let _ = health_task.await;
-        tracing::info!("shut down");
+        let all_closed = async { while connections.join_next().await.is_some() {} };
+        let _ = tokio::time::timeout(timeout, all_closed).await;
+        connections.len()
     }
-}
-
-/// The plain-HTTP health port, HTTP/1.1 only (kubelet probes, Prometheus), with the same
-/// header-read timeout and connection bound as the webhooks: a client that connects and sends
-/// nothing is closed instead of holding a file descriptor for as long as it likes, and beyond
-/// `max_connections` new connections wait in the backlog. Until `stop`.
-async fn serve_health(
-    listener: TcpListener,
-    app: Router,
-    stop: CancellationToken,
-    header_timeout: Duration,
-    max_connections: usize,
-) {
-    let limit = Arc::new(Semaphore::new(max_connections.max(1)));
-    loop {
-        let accepted = tokio::select! {
-            () = stop.cancelled() => return,
-            accepted = accept(&listener, &limit) => accepted,
-        };
-        let Some((stream, _peer, permit)) = accepted else {
-            continue;
-        };
-        let app = app.clone();
-        let stop = stop.clone();
-        tokio::spawn(async move {
-            let _permit = permit;
-            let mut builder = hyper::server::conn::http1::Builder::new();
-            builder
-                .timer(TokioTimer::new())
-                .header_read_timeout(header_timeout)
-                .keep_alive(true);
-            let connection =
-                builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app));
-            tokio::pin!(connection);
-            let result = tokio::select! {
-                result = connection.as_mut() => result,
-                () = stop.cancelled() => {
-                    connection.as_mut().graceful_shutdown();
-                    connection.await
-                }
-            };
-            if let Err(err) = result {
-                tracing::debug!(error = %err, "health connection ended with an error");
-            }
-        });
-    }
-}
-
-async fn bind(addr: SocketAddr) -> Result<TcpListener, ServeError> {
-    TcpListener::bind(addr)
-        .await
-        .map_err(|source| ServeError::Bind { addr, source })
-}
-
-fn health_addr_string(config: &ServeConfig) -> String {
-    SocketAddr::new(config.bind_address, config.health_port).to_string()
 }
 
 /// Waits for a connection slot, then a connection. Accept errors (out of file descriptors,
 /// a reset before accept) are logged and skipped after a short pause.
 async fn accept(
     listener: &TcpListener,
-    limit: &Arc<Semaphore>,
-) -> Option<(
-    tokio::net::TcpStream,
-    SocketAddr,
-    tokio::sync::OwnedSemaphorePermit,
-)> {
-    let permit = limit.clone().acquire_owned().await.ok()?;
+    slots: &Arc<Semaphore>,
+) -> Option<(TcpStream, SocketAddr, OwnedSemaphorePermit)> {
+    let permit = slots.clone().acquire_owned().await.ok()?;
     match listener.accept().await {
         Ok((stream, peer)) => {
             let _ = stream.set_nodelay(true);
@@ -384,86 +449,138 @@ async fn accept(
     }
 }
 
-/// Serves one TLS connection until the client closes it or, once `drain` is cancelled, until
-/// its in-flight requests are answered (idle keep-alive connections close at once).
-async fn serve_connection(
-    tls: tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
+impl Transport {
+    /// Serves one connection until the client closes it or, once `drain` is cancelled, until
+    /// its in-flight requests are answered. The TLS handshake gets the header timeout, and is
+    /// abandoned by the drain.
+    async fn serve(
+        self,
+        stream: TcpStream,
+        peer: SocketAddr,
+        app: Router,
+        header_timeout: Duration,
+        drain: &CancellationToken,
+    ) {
+        let result = match self {
+            Transport::Plain => serve_http1(TokioIo::new(stream), app, header_timeout, drain).await,
+            Transport::Tls(acceptor) => {
+                let handshake = tokio::time::timeout(header_timeout, acceptor.accept(stream));
+                let tls = tokio::select! {
+                    handshake = handshake => match handshake {
+                        Ok(Ok(tls)) => tls,
+                        Ok(Err(err)) => {
+                            tracing::debug!(%peer, error = %err, "TLS handshake failed");
+                            return;
+                        }
+                        Err(_) => {
+                            tracing::debug!(%peer, "TLS handshake timed out");
+                            return;
+                        }
+                    },
+                    () = drain.cancelled() => return,
+                };
+                // The protocol is the one negotiated by ALPN. Sniffing the connection preface
+                // instead waits, without any timeout, for 24 bytes that a silent or slow client
+                // never sends, holding a connection slot forever. HTTP/2 over TLS always uses
+                // ALPN (RFC 9113, section 3.2), so no ALPN means HTTP/1.1.
+                let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
+                let io = TokioIo::new(tls);
+                if h2 {
+                    serve_h2(io, app, header_timeout, drain).await
+                } else {
+                    serve_http1(io, app, header_timeout, drain).await
+                }
+            }
+        };
+        if let Err(err) = result {
+            tracing::debug!(%peer, error = %err, "connection ended with an error");
+        }
+    }
+}
+
+/// HTTP/1.1 with keep-alive. hyper's header read timeout also closes a keep-alive connection
+/// that sends no next request within it.
+async fn serve_http1<I>(
+    io: I,
     app: Router,
-    drain: CancellationToken,
     header_timeout: Duration,
-) {
-    // The protocol is the one negotiated by ALPN. Sniffing the connection preface instead (the
-    // auto builder's default) waits, without any timeout, for 24 bytes that a silent or slow
-    // client never sends, holding a connection slot forever. HTTP/2 over TLS always uses ALPN
-    // (RFC 9113, section 3.2), so no ALPN means HTTP/1.1.
-    let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
-    let builder = auto::Builder::new(TokioExecutor::new());
-    let mut builder = if h2 {
-        builder.http2_only()
-    } else {
-        builder.http1_only()
-    };
+    drain: &CancellationToken,
+) -> hyper::Result<()>
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let mut builder = http1::Builder::new();
     builder
-        .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(header_timeout)
         .keep_alive(true);
-    builder
-        .http2()
-        .timer(TokioTimer::new())
-        .keep_alive_interval(Some(Duration::from_secs(30)));
-    // hyper bounds the time to read HTTP/1.1 headers, which also closes a keep-alive connection
-    // that sends no next request, but has no such bound in HTTP/2: a client that never sends
-    // the preface, or no request for a while, would hold its slot until it leaves. An h2
-    // connection that sends no new request within the header timeout is closed the same way
-    // (GOAWAY; streams in flight finish).
-    let requests = Arc::new(AtomicU64::new(0));
-    let counter = requests.clone();
-    let service = app.map_request(move |request: http::Request<hyper::body::Incoming>| {
-        // Calls come one at a time from this connection's task.
-        counter.store(counter.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    let connection = builder.serve_connection(io, TowerToHyperService::new(app));
+    tokio::pin!(connection);
+    tokio::select! {
+        result = connection.as_mut() => result,
+        () = drain.cancelled() => {
+            connection.as_mut().graceful_shutdown();
+            connection.await
+        }
+    }
+}
+
+/// h2, closed when idle. hyper has no header read timeout in h2, and its keep-alive PINGs find
+/// dead peers, not idle ones: a client that never sends the preface, or no request for a
+/// while, would hold its slot until it leaves. So an h2 connection that opens no stream within
+/// the header timeout is closed the same way as an HTTP/1.1 one (GOAWAY; streams in flight
+/// finish), and one that never made a request is dropped one header timeout after the GOAWAY:
+/// hyper's graceful close waits for a preface that may never come.
+async fn serve_h2<I>(
+    io: I,
+    app: Router,
+    header_timeout: Duration,
+    drain: &CancellationToken,
+) -> hyper::Result<()>
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let request_seen = Arc::new(Notify::new());
+    let seen = request_seen.clone();
+    let app = app.map_request(move |request: http::Request<hyper::body::Incoming>| {
+        seen.notify_one();
         request
     });
-    let connection = builder.serve_connection(TokioIo::new(tls), TowerToHyperService::new(service));
+    let mut builder = http2::Builder::new(TokioExecutor::new());
+    builder
+        .timer(TokioTimer::new())
+        .keep_alive_interval(Some(Duration::from_secs(30)));
+    let connection = builder.serve_connection(io, TowerToHyperService::new(app));
     tokio::pin!(connection);
-    let idle_deadline = tokio::time::sleep(header_timeout);
-    tokio::pin!(idle_deadline);
-    let mut requests_seen = 0;
+    let idle = tokio::time::sleep(header_timeout);
+    tokio::pin!(idle);
+    let mut any_request = false;
     let mut closing = false;
-    let mut watch_idle = h2;
-    let result = loop {
+    let mut watch_idle = true;
+    loop {
         tokio::select! {
-            result = connection.as_mut() => break result,
+            result = connection.as_mut() => return result,
+            () = request_seen.notified() => {
+                any_request = true;
+                idle.as_mut().reset(tokio::time::Instant::now() + header_timeout);
+            }
             () = drain.cancelled(), if !closing => {
                 closing = true;
                 connection.as_mut().graceful_shutdown();
             }
-            () = &mut idle_deadline, if watch_idle => {
-                let next = tokio::time::Instant::now() + header_timeout;
-                let requests = requests.load(Ordering::Relaxed);
-                if requests != requests_seen {
-                    requests_seen = requests;
-                    idle_deadline.as_mut().reset(next);
-                    continue;
-                }
-                if closing {
-                    if requests == 0 {
-                        // Not even a first request: the client may never have sent the
-                        // preface, and gets no more time than that.
-                        return;
-                    }
+            () = &mut idle, if watch_idle => {
+                if !closing {
+                    tracing::debug!("no request within the header timeout; closing the connection");
+                    closing = true;
+                    connection.as_mut().graceful_shutdown();
+                    idle.as_mut().reset(tokio::time::Instant::now() + header_timeout);
+                } else if !any_request {
+                    return Ok(());
+                } else {
                     // Requests in flight finish, or get their 408 from the request timeout.
                     watch_idle = false;
-                    continue;
                 }
-                tracing::debug!("no request within the header timeout; closing the connection");
-                closing = true;
-                connection.as_mut().graceful_shutdown();
-                idle_deadline.as_mut().reset(next);
             }
         }
-    };
-    if let Err(err) = result {
-        tracing::debug!(error = %err, "connection ended with an error");
     }
 }

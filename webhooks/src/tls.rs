@@ -169,19 +169,12 @@ impl ResolvesServerCert for ReloadingResolver {
     }
 }
 
-/// Loads `files` into a new resolver.
-pub fn load(files: &CertificateFiles) -> Result<ReloadingResolver, TlsError> {
-    load_contents(files).map(|(resolver, _)| resolver)
-}
-
 /// The contents of a certificate file and its key file, as read.
 pub type PairContents = (Vec<u8>, Vec<u8>);
 
 /// Loads `files` into a new resolver, also returning the contents loaded, for [`watch`] to
 /// compare against: a change between this load and the watcher's start is then still seen.
-pub fn load_contents(
-    files: &CertificateFiles,
-) -> Result<(ReloadingResolver, PairContents), TlsError> {
+pub fn load(files: &CertificateFiles) -> Result<(ReloadingResolver, PairContents), TlsError> {
     let (cert, key) = files.read()?;
     let resolver = ReloadingResolver::new(certified_key(files, &cert, &key)?);
     Ok((resolver, (cert, key)))
@@ -348,15 +341,13 @@ pub fn self_signed() -> Result<SelfSigned, TlsError> {
         .map_err(TlsError::Generate)?;
 
     let chain = vec![leaf.der().clone(), ca_cert.der().clone()];
-    let key = PrivateKeyDer::try_from(leaf_key.serialize_der()).map_err(|e| TlsError::Rustls {
-        context: "generated key".to_owned(),
-        source: rustls::Error::General(e.to_owned()),
-    })?;
-    let key =
-        CertifiedKey::from_der(chain, key, &provider()).map_err(|source| TlsError::Rustls {
+    // rcgen keys serialize as PKCS#8.
+    let key = CertifiedKey::from_der(chain, PrivateKeyDer::from(leaf_key), &provider()).map_err(
+        |source| TlsError::Rustls {
             context: "generated certificate".to_owned(),
             source,
-        })?;
+        },
+    )?;
     Ok(SelfSigned {
         ca_pem: ca_cert.pem(),
         key,

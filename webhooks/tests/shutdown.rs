@@ -89,23 +89,8 @@ async fn sigterm_drains_and_exits_zero() {
         .unwrap();
     assert_eq!(answer.status(), 200);
 
-    // A request in flight: headers and half the body sent.
-    let body = support::valid_review();
-    let (first_half, second_half) = body.split_at(body.len() / 2);
-    let mut in_flight = tls_connect(process.secure, &h1, "localhost").await.unwrap();
-    in_flight
-        .write_all(
-            format!(
-                "POST /validate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-                body.len()
-            )
-            .as_bytes(),
-        )
-        .await
-        .unwrap();
-    in_flight.write_all(first_half).await.unwrap();
-    in_flight.flush().await.unwrap();
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // A request in flight: its handler is reading the body, half of which is sent.
+    let (mut in_flight, second_half) = support::request_in_flight(process.secure, &h1).await;
 
     process.signal("TERM");
     let signalled = Instant::now();
@@ -148,7 +133,7 @@ async fn sigterm_drains_and_exits_zero() {
     );
 
     // The in-flight request completes, and its connection is closed after the answer.
-    in_flight.write_all(second_half).await.unwrap();
+    in_flight.write_all(&second_half).await.unwrap();
     in_flight.flush().await.unwrap();
     let mut raw = Vec::new();
     let read = tokio::time::timeout(Duration::from_secs(5), async {

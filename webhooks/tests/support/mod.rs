@@ -31,7 +31,7 @@ use volume_health_validation::REQUEST_MEMBER_ORDER;
 use volume_health_webhooks::Settings;
 use volume_health_webhooks::enforcement::EnforcementAction;
 use volume_health_webhooks::gates::FeatureGates;
-use volume_health_webhooks::server::{CertSource, ServeConfig, Server};
+use volume_health_webhooks::server::{CertSource, ServeConfig, Server, Shutdown, Stopped};
 use volume_health_webhooks::tls::CertificateFiles;
 
 /// Any error, for helpers whose callers only check that something failed.
@@ -325,8 +325,8 @@ pub(crate) fn write_pair(dir: &Path, pair: &Pair) -> CertificateFiles {
 pub(crate) struct Running {
     pub(crate) secure: SocketAddr,
     pub(crate) health: SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<()>,
+    pub(crate) shutdown: Shutdown,
+    task: tokio::task::JoinHandle<Stopped>,
 }
 
 impl Running {
@@ -334,32 +334,33 @@ impl Running {
         let server = Server::bind(config).await.expect("server binds");
         let secure = server.secure_addr();
         let health = server.health_addr();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(server.run(async {
-            let _ = stopped.await;
-        }));
+        let shutdown = Shutdown::new();
+        let task = tokio::spawn(server.run(shutdown.clone()));
         Running {
             secure,
             health,
-            stop: Some(stop),
+            shutdown,
             task,
         }
     }
 
-    /// Starts the drain, as SIGTERM does.
-    pub(crate) fn begin_shutdown(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
+    /// Whether `Server::run` has returned.
+    pub(crate) fn has_stopped(&self) -> bool {
+        self.task.is_finished()
     }
 
-    /// Drains and waits for the server to stop.
-    pub(crate) async fn stop(mut self) {
-        self.begin_shutdown();
-        tokio::time::timeout(Duration::from_secs(10), &mut self.task)
+    /// Waits at most `limit` for `Server::run` to return; how it ended.
+    pub(crate) async fn stopped(self, limit: Duration) -> Stopped {
+        tokio::time::timeout(limit, self.task)
             .await
-            .expect("server stops")
-            .expect("server task");
+            .expect("the server stops in time")
+            .expect("server task")
+    }
+
+    /// Drains, as SIGTERM does, and waits for the server to stop.
+    pub(crate) async fn stop(self) -> Stopped {
+        self.shutdown.drain();
+        self.stopped(Duration::from_secs(10)).await
     }
 
     /// `/metrics` text.
@@ -512,6 +513,44 @@ impl Drop for Process {
             let _ = self.child.wait();
         }
     }
+}
+
+/// A `/validate` request in flight: its headers sent with `Expect: 100-continue` and half
+/// its body sent once the server answered `100 Continue`, which it does when a handler
+/// starts reading the body. The connection and the other half.
+pub(crate) async fn request_in_flight(
+    addr: SocketAddr,
+    client: &Arc<rustls::ClientConfig>,
+) -> (TlsStream<TcpStream>, Vec<u8>) {
+    let mut tls = tls_connect(addr, client, "localhost")
+        .await
+        .expect("connects");
+    let body = valid_review();
+    tls.write_all(
+        format!(
+            "POST /validate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nExpect: 100-continue\r\n\r\n",
+            body.len()
+        )
+        .as_bytes(),
+    )
+    .await
+    .expect("sends");
+    tls.flush().await.expect("sends");
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let mut byte = [0u8; 1];
+        tls.read_exact(&mut byte).await.expect("reads");
+        head.push(byte[0]);
+    }
+    assert!(
+        head.starts_with(b"HTTP/1.1 100 Continue\r\n"),
+        "{}",
+        String::from_utf8_lossy(&head)
+    );
+    let (first, rest) = body.split_at(body.len() / 2);
+    tls.write_all(first).await.expect("sends");
+    tls.flush().await.expect("sends");
+    (tls, rest.to_vec())
 }
 
 /// A temporary directory and a path in it.
