@@ -1,7 +1,7 @@
 //! The decision table: the CSINode branch of the Node authorizer, extended for
 //! `csinodes/status`.
 
-use volume_health_validation::GoQuoted;
+use volume_health_validation::{CSINODE_OTHER_NODE, GoQuoted};
 
 /// Reason for a verb a node may not use on CSINodes (upstream text).
 pub const REASON_VERBS: &str = "can only get, create, update, patch, or delete a CSINode";
@@ -9,9 +9,6 @@ pub const REASON_VERBS: &str = "can only get, create, update, patch, or delete a
 pub const REASON_SUBRESOURCES: &str = "cannot authorize CSINode subresources";
 /// Reason for a verb a node may not use on `csinodes/status`.
 pub const REASON_STATUS_VERBS: &str = "can only get, update, or patch CSINode status";
-/// Reason for another node's CSINode (upstream text).
-pub const REASON_OTHER_NODE: &str =
-    "can only access CSINode with the same name as the requesting node";
 
 /// Settings of the authorizer.
 #[derive(Clone, Copy, Debug, Default)]
@@ -107,9 +104,9 @@ pub fn decide<S: AsRef<str>>(
     }
     if attrs.verb != "create" && attrs.name != node {
         return if policy.deny_on_mismatch {
-            Decision::Deny(REASON_OTHER_NODE.to_owned())
+            Decision::Deny(CSINODE_OTHER_NODE.to_owned())
         } else {
-            Decision::no_opinion(REASON_OTHER_NODE)
+            Decision::no_opinion(CSINODE_OTHER_NODE)
         };
     }
     Decision::Allow

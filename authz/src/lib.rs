@@ -21,7 +21,9 @@ mod decision;
 mod review;
 
 pub use decision::{
-    AuthzPolicy, Decision, REASON_OTHER_NODE, REASON_STATUS_VERBS, REASON_SUBRESOURCES,
-    REASON_VERBS, ResourceAttributes, decide,
+    AuthzPolicy, Decision, REASON_STATUS_VERBS, REASON_SUBRESOURCES, REASON_VERBS,
+    ResourceAttributes, decide,
 };
 pub use review::{Answer, RequestAttributes, ReviewError, review};
+/// Reason for another node's CSINode: the upstream text, shared with the NodeRestriction rules.
+pub use volume_health_validation::CSINODE_OTHER_NODE;

@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 use volume_health_authz::{
-    AuthzPolicy, Decision, REASON_OTHER_NODE, REASON_STATUS_VERBS, REASON_SUBRESOURCES,
+    AuthzPolicy, CSINODE_OTHER_NODE, Decision, REASON_STATUS_VERBS, REASON_SUBRESOURCES,
     REASON_VERBS, ReviewError, review,
 };
 
@@ -171,27 +171,27 @@ fn spec_table() {
         (
             node1("update", "status", "node2"),
             GATE_ON,
-            no_opinion(REASON_OTHER_NODE),
+            no_opinion(CSINODE_OTHER_NODE),
         ),
         (
             node1("get", "", "node2"),
             GATE_ON,
-            no_opinion(REASON_OTHER_NODE),
+            no_opinion(CSINODE_OTHER_NODE),
         ),
         (
             node1("delete", "", "node2"),
             GATE_ON,
-            no_opinion(REASON_OTHER_NODE),
+            no_opinion(CSINODE_OTHER_NODE),
         ),
         (
             node1("update", "status", "node2"),
             DENY_MISMATCH,
-            Decision::Deny(REASON_OTHER_NODE.to_owned()),
+            Decision::Deny(CSINODE_OTHER_NODE.to_owned()),
         ),
         (
             node1("patch", "", "node2"),
             DENY_MISMATCH,
-            Decision::Deny(REASON_OTHER_NODE.to_owned()),
+            Decision::Deny(CSINODE_OTHER_NODE.to_owned()),
         ),
         // 6. allowed
         (node1("get", "status", "node1"), GATE_ON, Decision::Allow),
@@ -293,7 +293,7 @@ fn spoofed_identities_get_no_opinion() {
         "status",
         "node1",
     );
-    assert_eq!(ask(&body, &GATE_ON).0, no_opinion(REASON_OTHER_NODE));
+    assert_eq!(ask(&body, &GATE_ON).0, no_opinion(CSINODE_OTHER_NODE));
     // csinodes in the core group is not storage.k8s.io's CSINode.
     let body = sar(
         "system:node:node1",
@@ -340,7 +340,7 @@ fn fixtures_as_the_apiserver_sends_them() {
         ("v1beta1-kubelet-own-csinode-status.json", Decision::Allow),
         (
             "v1-kubelet-other-csinode-status.json",
-            no_opinion(REASON_OTHER_NODE),
+            no_opinion(CSINODE_OTHER_NODE),
         ),
         ("v1-non-resource.json", no_opinion("")),
     ];

@@ -6,7 +6,7 @@ use k8s_openapi::api::storage::v1::{CSINode, StorageHealth};
 
 use crate::entries::check_entries;
 use crate::field::{ErrorKind, ErrorList, Errors, Path};
-use crate::names::{CSI_DRIVER_NAME_MAX_LEN, dns1123_subdomain_errors, go_to_lower};
+use crate::names::{dns1123_subdomain_errors, go_to_lower, is_csi_driver_name};
 use crate::view::{RawList, StorageHealthView, typed_list_text};
 
 /// Validates a CSINode's `status.storageHealth`, ratcheting against `old` on update. Driver names
@@ -62,8 +62,7 @@ pub(crate) fn check_storage_health<'a>(
                     },
                 );
             }
-            let valid = format_errors.is_empty() && name.len() <= CSI_DRIVER_NAME_MAX_LEN;
-            if valid && !driver_registered(name) {
+            if is_csi_driver_name(name) && !driver_registered(name) {
                 errors.handwritten(
                     path,
                     ErrorKind::NotFound {
