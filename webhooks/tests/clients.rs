@@ -316,7 +316,7 @@ async fn connections_beyond_the_limit_wait_for_a_slot() {
     for _ in 0..4 {
         silent.push(TcpStream::connect(addr).await.unwrap());
     }
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The backlog is first come, first served: the next connection waits behind these.
     let started = Instant::now();
     let answer = post(addr, &f.client, "/validate", support::valid_review())
         .await
@@ -381,7 +381,7 @@ async fn health_port_connections_beyond_the_limit_wait_for_a_slot() {
     for _ in 0..4 {
         silent.push(TcpStream::connect(health).await.unwrap());
     }
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The backlog is first come, first served: the next connection waits behind these.
     let started = Instant::now();
     let (status, _) = support::http_get(health, "/healthz").await.unwrap();
     let took = started.elapsed();
