@@ -256,12 +256,16 @@ async fn an_ordinary_review_is_answered_beside_two_large_ones() {
             started.elapsed()
         }));
     }
-    // Let both large reviews reach their deciding.
+    // A head start for both large reviews; that they were under way throughout is asserted below.
     tokio::time::sleep(Duration::from_millis(50)).await;
     let started = Instant::now();
     let (status, answer) = send(&app, ordinary).await;
     let ordinary_took = started.elapsed();
     assert_eq!(status, StatusCode::OK, "{answer}");
+    assert!(
+        under_way.iter().all(|task| !task.is_finished()),
+        "the large reviews were done before the ordinary one was answered: nothing was shown"
+    );
     let mut large_took = Vec::new();
     for task in under_way {
         large_took.push(task.await.unwrap());
