@@ -15,26 +15,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
-use axum::body::Bytes;
-use axum::extract::DefaultBodyLimit;
-use axum::http::{StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use axum::routing::post;
 use clap::Parser;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use serde::de::IgnoredAny;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
-
-/// The answer to every admission review.
-const ADMISSION_ANSWER: &str = r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"00000000-0000-0000-0000-000000000000","allowed":true}}"#;
-/// The answer to every access review.
-const AUTHORIZATION_ANSWER: &str = r#"{"apiVersion":"authorization.k8s.io/v1","kind":"SubjectAccessReview","status":{"allowed":true}}"#;
+use volume_health_tests::baseline::{self, BodyCheck};
 
 /// The benchmark's baseline server: the webhook server's stack answering every review with a
 /// fixed allowing answer.
@@ -75,19 +64,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut stdout = std::io::stdout();
         writeln!(stdout, "listening on {}", listener.local_addr()?)?;
         stdout.flush()?;
-        let read: fn(&Bytes) -> bool = if strict_json {
-            strict_json_read
+        let app = baseline::router(if strict_json {
+            BodyCheck::StrictJson
         } else {
-            plain_read
-        };
-        let admission = move |body: Bytes| async move { answer(read(&body), ADMISSION_ANSWER) };
-        let authorization =
-            move |body: Bytes| async move { answer(read(&body), AUTHORIZATION_ANSWER) };
-        let app = Router::new()
-            .route("/mutate", post(admission))
-            .route("/validate", post(admission))
-            .route("/authorize", post(authorization))
-            .layer(DefaultBodyLimit::max(7 * 1024 * 1024));
+            BodyCheck::None
+        });
         loop {
             let Ok((stream, _)) = listener.accept().await else {
                 continue;
@@ -116,25 +97,4 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             });
         }
     })
-}
-
-/// Reads nothing beyond the body's length, which keeps reading the body from being optimized
-/// away.
-fn plain_read(body: &Bytes) -> bool {
-    std::hint::black_box(body.len());
-    true
-}
-
-/// Whether the body is one JSON value: UTF-8 checked once, then parsed with nothing decoded
-/// (`from_str` does not check UTF-8 again).
-fn strict_json_read(body: &Bytes) -> bool {
-    std::str::from_utf8(body).is_ok_and(|text| serde_json::from_str::<IgnoredAny>(text).is_ok())
-}
-
-fn answer(well_formed: bool, answer: &'static str) -> Response {
-    if well_formed {
-        ([(header::CONTENT_TYPE, "application/json")], answer).into_response()
-    } else {
-        (StatusCode::BAD_REQUEST, "request body is not JSON").into_response()
-    }
 }
