@@ -9,9 +9,10 @@
 //! server, baseline, ...) from 32 persistent HTTP/1.1 keep-alive connections over TLS, as
 //! kube-apiserver's admission client does, so that noise from other work on the machine hits
 //! all three alike. It prints the server's throughput and p99 latency as ratios to both
-//! baselines' with the targets next to them (PASS/MISS), errors (transport failures, non-200
-//! answers, answers that do not allow), the CPU time each server and the load client spent
-//! per request, and the server's peak RSS.
+//! baselines' (the median over the pairs of rounds that ran next to each other) with the
+//! targets next to them (PASS/MISS), errors (transport failures, non-200 answers, answers that
+//! do not allow), the CPU time each server and the load client spent per request, and the
+//! server's peak RSS.
 //!
 //! A request that fails makes the run exit non-zero; a missed target does so only with
 //! `BENCH_ENFORCE=1`, since a shared machine's noise alone can move a ratio past a target.
@@ -56,15 +57,15 @@ struct Plan {
 
 /// The figures the README quotes.
 const FULL: Plan = Plan {
-    rounds: 5,
-    round: Duration::from_millis(1500),
+    rounds: 10,
+    round: Duration::from_millis(750),
     warmup: Duration::from_millis(500),
 };
 
 /// `--quick` (`make bench QUICK=1`): a smoke run, too short for figures to quote.
 const QUICK: Plan = Plan {
-    rounds: 2,
-    round: Duration::from_millis(500),
+    rounds: 3,
+    round: Duration::from_millis(400),
     warmup: Duration::from_millis(200),
 };
 
@@ -119,8 +120,8 @@ struct Tally {
     errors: u64,
     elapsed: Duration,
     latencies_us: Vec<u32>,
-    /// Requests per second of each round.
-    round_rates: Vec<f64>,
+    /// Each round's own figures, in order.
+    rounds: Vec<Round>,
     /// CPU time of the server process during the rounds.
     server_cpu: Duration,
     /// CPU time of this process, the load client, during the rounds.
@@ -133,12 +134,8 @@ impl Tally {
     }
 
     fn percentile(&mut self, p: f64) -> Duration {
-        if self.latencies_us.is_empty() {
-            return Duration::ZERO;
-        }
         self.latencies_us.sort_unstable();
-        let rank = ((self.latencies_us.len() as f64 * p).ceil() as usize).max(1) - 1;
-        Duration::from_micros(u64::from(self.latencies_us[rank]))
+        percentile(&self.latencies_us, p)
     }
 
     /// CPU time per request of the server and of the client, in µs.
@@ -146,6 +143,44 @@ impl Tally {
         let per = |cpu: Duration| cpu.as_secs_f64() * 1e6 / (self.requests.max(1) as f64);
         (per(self.server_cpu), per(self.client_cpu))
     }
+}
+
+/// What one round of one server measured.
+struct Round {
+    /// Requests per second.
+    rate: f64,
+    p99: Duration,
+}
+
+/// The `p` quantile of sorted latencies.
+fn percentile(sorted_us: &[u32], p: f64) -> Duration {
+    let Some(last) = sorted_us.len().checked_sub(1) else {
+        return Duration::ZERO;
+    };
+    let rank = ((sorted_us.len() as f64 * p).ceil() as usize).clamp(1, last + 1) - 1;
+    Duration::from_micros(u64::from(sorted_us[rank]))
+}
+
+/// The server's figure over a baseline's in each pair of rounds (the server's round `r` and
+/// the baseline's round `r` ran next to each other): median, lowest and highest.
+fn paired(server: &Tally, baseline: &Tally, figure: fn(&Round) -> f64) -> (f64, f64, f64) {
+    let mut ratios: Vec<f64> = server
+        .rounds
+        .iter()
+        .zip(&baseline.rounds)
+        .map(|(s, b)| figure(s) / figure(b).max(1e-9))
+        .collect();
+    ratios.sort_by(f64::total_cmp);
+    let Some(&lowest) = ratios.first() else {
+        return (0.0, 0.0, 0.0);
+    };
+    let mid = ratios.len() / 2;
+    let median = if ratios.len() % 2 == 0 {
+        (ratios[mid - 1] + ratios[mid]) / 2.0
+    } else {
+        ratios[mid]
+    };
+    (median, lowest, ratios[ratios.len() - 1])
 }
 
 /// Kills and reaps a child process when dropped, so a panic leaves nothing running.
@@ -365,7 +400,9 @@ fn report(
     let mut targets = Vec::new();
 
     println!();
-    println!("throughput, requests per second and the server's as a share of each baseline's:");
+    println!(
+        "throughput: requests per second, and the server's as a share of each baseline's (median of the pairs of rounds):"
+    );
     println!(
         "{:<26} {:>7} {:>9} {:>9} {:>9} {:>9} {:>10} {:>13} {:>10}",
         "endpoint",
@@ -380,16 +417,8 @@ fn report(
     );
     for (endpoint, tallies) in endpoints.iter().zip(results.iter()) {
         let [base, strict, srv] = tallies;
-        let plain_ratio = srv.rate() / base.rate().max(1e-9);
-        let strict_ratio = srv.rate() / strict.rate().max(1e-9);
-        let round_ratios: Vec<f64> = srv
-            .round_rates
-            .iter()
-            .zip(&strict.round_rates)
-            .map(|(s, b)| s / b.max(1e-9))
-            .collect();
-        let lo = round_ratios.iter().copied().fold(f64::INFINITY, f64::min);
-        let hi = round_ratios.iter().copied().fold(0.0, f64::max);
+        let (plain_ratio, _, _) = paired(srv, base, |round| round.rate);
+        let (strict_ratio, lo, hi) = paired(srv, strict, |round| round.rate);
         let strict_met = strict_ratio >= MIN_STRICT_RATIO;
         let plain_met = !endpoint.plain_target || plain_ratio >= MIN_PLAIN_RATIO;
         println!(
@@ -421,12 +450,16 @@ fn report(
             ));
         }
     }
-    println!("round ratios: lowest-highest of the server/strict JSON pairs of rounds");
+    println!(
+        "round ratios: lowest-highest of srv/strict over the pairs of rounds; a change inside that band is noise"
+    );
 
     println!();
-    println!("latency in ms, and the server's p99 as a multiple of each baseline's:");
     println!(
-        "{:<26} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>10} {:>8} {:>8}",
+        "latency in ms over all rounds, and the server's p99 as a multiple of each baseline's (median of the pairs of rounds):"
+    );
+    println!(
+        "{:<26} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>10} {:>13} {:>8} {:>8}",
         "endpoint",
         "base p50",
         "base p99",
@@ -436,17 +469,19 @@ fn report(
         "srv p99",
         "p99/base",
         "p99/strict",
+        "round ratios",
         "target",
         "errors"
     );
     for (endpoint, tallies) in endpoints.iter().zip(results.iter_mut()) {
         let [p50, p99] = [0.5, 0.99].map(|p| tallies.each_mut().map(|t| t.percentile(p)));
         let errors = tallies.each_ref().map(|t| t.errors);
-        let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64().max(1e-9);
-        let strict_ratio = ratio(p99[SERVER], p99[STRICT]);
+        let p99_us = |round: &Round| round.p99.as_secs_f64() * 1e6;
+        let (plain_ratio, _, _) = paired(&tallies[SERVER], &tallies[PLAIN], p99_us);
+        let (strict_ratio, lo, hi) = paired(&tallies[SERVER], &tallies[STRICT], p99_us);
         let met = strict_ratio <= MAX_P99_RATIO;
         println!(
-            "{:<26} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>9.2} {:>10.2} {:>8} {:>8}",
+            "{:<26} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>9.2} {:>10.2} {:>13} {:>8} {:>8}",
             endpoint.label,
             ms(p50[PLAIN]),
             ms(p99[PLAIN]),
@@ -454,8 +489,9 @@ fn report(
             ms(p99[STRICT]),
             ms(p50[SERVER]),
             ms(p99[SERVER]),
-            ratio(p99[SERVER], p99[PLAIN]),
+            plain_ratio,
             strict_ratio,
+            format!("{lo:.2}-{hi:.2}"),
             verdict(met),
             format!("{}/{}/{}", errors[PLAIN], errors[STRICT], errors[SERVER]),
         );
@@ -582,6 +618,7 @@ impl Target {
             })
             .collect();
         let before = tally.requests;
+        let first_latency = tally.latencies_us.len();
         for worker in workers {
             let (sender, done) = worker.await.unwrap();
             self.connections.push(sender);
@@ -593,9 +630,12 @@ impl Target {
         tally.server_cpu += cpu_time(self.pid).saturating_sub(server_cpu);
         tally.client_cpu += cpu_time(std::process::id()).saturating_sub(client_cpu);
         tally.elapsed += elapsed;
-        tally
-            .round_rates
-            .push((tally.requests - before) as f64 / elapsed.as_secs_f64());
+        let mut latencies_us = tally.latencies_us[first_latency..].to_vec();
+        latencies_us.sort_unstable();
+        tally.rounds.push(Round {
+            rate: (tally.requests - before) as f64 / elapsed.as_secs_f64(),
+            p99: percentile(&latencies_us, 0.99),
+        });
         if tally.errors > 0 && tally.requests == before {
             eprintln!("{}: every request of a round failed", self.name);
         }
