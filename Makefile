@@ -77,8 +77,9 @@ conformance: release
 	python3 $(CONFORMANCE) --binary $(BIN)
 
 ## bench: criterion micro-benchmarks (validation; handlers in-process), the end-to-end load
-## benchmark, `check` on a cluster dump and the doctor on a dense node, each next to a baseline.
-## BENCH=<filter>, QUICK=1: see above.
+## benchmark (next to a plain and a strict JSON baseline, with its targets), `check` on a
+## cluster dump and the doctor on a dense node, each next to a baseline.
+## BENCH=<filter>, QUICK=1, BENCH_ENFORCE=1: see above.
 bench:
 	$(CARGO) bench --locked -p volume-health-validation --bench validate -- $(CRITERION_ARGS) $(BENCH)
 	$(CARGO) bench --locked -p volume-health-tests --bench handlers -- $(CRITERION_ARGS) $(BENCH)

@@ -1,4 +1,4 @@
-//! End-to-end load benchmark of the webhook server against a baseline on the same stack.
+//! End-to-end load benchmark of the webhook server against two baselines on the same stack.
 //!
 //! Starts the release `volume-health-webhook` (gate `CSIVolumeHealth` on, logging at its
 //! default level into `/dev/null`) and two baselines, all with one generated certificate:
