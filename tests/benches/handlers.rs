@@ -1,32 +1,29 @@
-//! The webhook handlers in-process, without TLS or sockets, next to a baseline router that
-//! reads each body and answers with a fixed review (what `baseline-webhook` does behind its
-//! TLS listener). The difference is the CPU time the handlers add to each request, which is
-//! what the load benchmark's throughput ratio comes down to on a machine with few cores.
+//! The webhook handlers in-process, without TLS or sockets, next to the load benchmark's two
+//! baseline routers (what `baseline-webhook` serves behind its TLS listener): one reads each
+//! body and answers with a fixed review, the other also makes one strict JSON pass over the
+//! body first. The differences are the CPU time the handlers add to each request, over the
+//! stack and over the least any server that rejects malformed JSON must do, which is what the
+//! load benchmark's throughput ratios come down to on a machine with few cores.
 //!
 //! `cargo bench -p volume-health-tests --bench handlers`
 
 // Benchmark setup unwraps: a panic here is a broken fixture, reported with its location.
 #![allow(clippy::unwrap_used)]
 
-use std::hint::black_box;
 use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::DefaultBodyLimit;
 use axum::http::{Request, header};
-use axum::response::IntoResponse;
-use axum::routing::post;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use http_body_util::BodyExt;
 use tower::ServiceExt;
+use volume_health_tests::baseline::{self, BodyCheck, MAX_REQUEST_BYTES};
 use volume_health_tests::bench_requests;
 use volume_health_webhooks::enforcement::EnforcementAction;
 use volume_health_webhooks::gates::FeatureGates;
 use volume_health_webhooks::metrics::Metrics;
 use volume_health_webhooks::{Settings, router};
-
-const MAX_REQUEST_BYTES: usize = 7 * 1024 * 1024;
 
 fn server() -> Router {
     let settings = Settings {
@@ -41,21 +38,6 @@ fn server() -> Router {
         request_timeout: Duration::from_secs(10),
     };
     router(&settings, Metrics::new())
-}
-
-fn baseline() -> Router {
-    async fn fixed(body: Bytes) -> impl IntoResponse {
-        black_box(body.len());
-        (
-            [(header::CONTENT_TYPE, "application/json")],
-            r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"00000000-0000-0000-0000-000000000000","allowed":true}}"#,
-        )
-    }
-    Router::new()
-        .route("/mutate", post(fixed))
-        .route("/validate", post(fixed))
-        .route("/authorize", post(fixed))
-        .layer(DefaultBodyLimit::max(MAX_REQUEST_BYTES))
 }
 
 /// One request through `app`, answer read whole.
@@ -74,7 +56,7 @@ fn handlers(c: &mut Criterion) {
         .enable_all()
         .build()
         .unwrap();
-    let cases: [(&str, &'static str, Bytes); 4] = [
+    let cases: [(&str, &'static str, Bytes); 5] = [
         (
             "pod status /validate",
             "/validate",
@@ -84,6 +66,11 @@ fn handlers(c: &mut Criterion) {
             "pod status /mutate",
             "/mutate",
             bench_requests::pod_status_update().into(),
+        ),
+        (
+            "PVC status /validate",
+            "/validate",
+            bench_requests::pvc_status_update().into(),
         ),
         (
             "CSINode status /validate",
@@ -96,7 +83,11 @@ fn handlers(c: &mut Criterion) {
             bench_requests::kubelet_csinode_status_access().into(),
         ),
     ];
-    let (server, baseline) = (server(), baseline());
+    let server = server();
+    let (plain, strict) = (
+        baseline::router(BodyCheck::None),
+        baseline::router(BodyCheck::StrictJson),
+    );
     for (label, path, body) in &cases {
         // The answers must allow, or the benchmark measures an error path.
         let answer = runtime.block_on(call(&server, path, body));
@@ -109,7 +100,10 @@ fn handlers(c: &mut Criterion) {
         let mut group = c.benchmark_group(*label);
         group.throughput(Throughput::Bytes(body.len() as u64));
         group.bench_function("baseline", |b| {
-            b.iter(|| runtime.block_on(call(&baseline, path, body)));
+            b.iter(|| runtime.block_on(call(&plain, path, body)));
+        });
+        group.bench_function("strict JSON", |b| {
+            b.iter(|| runtime.block_on(call(&strict, path, body)));
         });
         group.bench_function("server", |b| {
             b.iter(|| runtime.block_on(call(&server, path, body)));

@@ -4,6 +4,9 @@
 //!   with env vars, probes and mounts, 8 PVC volumes plus the service account token volume,
 //!   managed fields, full container statuses) with `status.volumeHealth` on 3 volumes, the old
 //!   object carrying health on 2 of them; about 24 KB with both objects.
+//! - [`pvc_status_update`]: the CSI external health monitor controller's status update of a
+//!   bound StatefulSet claim (annotations, finalizer and managed fields as a cluster leaves
+//!   them), changing its `status.healthStatus`; about 6 KB with both objects.
 //! - [`csinode_status_update`]: a kubelet's status update of its CSINode with 4 drivers, each
 //!   with a `storageHealth` entry.
 //! - [`kubelet_csinode_status_access`]: the SubjectAccessReview of a kubelet updating its own
@@ -43,6 +46,106 @@ pub fn pod_status_update() -> Vec<u8> {
         "userInfo": kubelet(),
         "object": new,
         "oldObject": old,
+        "dryRun": false,
+        "options": {"kind": "UpdateOptions", "apiVersion": "meta.k8s.io/v1"}
+    });
+    admission_review(request)
+}
+
+/// The service account the CSI external health monitor controller runs as.
+pub const HEALTH_MONITOR: &str =
+    "system:serviceaccount:kube-system:csi-external-health-monitor-controller";
+
+/// The admission review body of the CSI external health monitor controller's status update of
+/// a claim (UPDATE of `persistentvolumeclaims/status`): the volume went from degraded to
+/// inaccessible.
+pub fn pvc_status_update() -> Vec<u8> {
+    let claim = |conditions: Value, transition: &str, version: &str| {
+        json!({
+            "kind": "PersistentVolumeClaim",
+            "apiVersion": "v1",
+            "metadata": {
+                "name": "data-0-orders-db-0",
+                "namespace": "shop",
+                "uid": "5a7c9e1b-3d5f-4a6c-8e0a-2c4e6a8c0e25",
+                "resourceVersion": version,
+                "creationTimestamp": CREATED,
+                "labels": {
+                    "app.kubernetes.io/name": "orders-db",
+                    "app.kubernetes.io/component": "database"
+                },
+                "annotations": {
+                    "pv.kubernetes.io/bind-completed": "yes",
+                    "pv.kubernetes.io/bound-by-controller": "yes",
+                    "volume.beta.kubernetes.io/storage-provisioner": "ebs.csi.aws.com",
+                    "volume.kubernetes.io/selected-node": NODE,
+                    "volume.kubernetes.io/storage-provisioner": "ebs.csi.aws.com"
+                },
+                "finalizers": ["kubernetes.io/pvc-protection"],
+                "managedFields": [
+                    {"manager": "kube-controller-manager", "operation": "Update", "apiVersion": "v1", "time": CREATED, "fieldsType": "FieldsV1",
+                     "fieldsV1": {"f:metadata": {"f:annotations": {".": {}, "f:pv.kubernetes.io/bind-completed": {}, "f:pv.kubernetes.io/bound-by-controller": {}, "f:volume.beta.kubernetes.io/storage-provisioner": {}, "f:volume.kubernetes.io/storage-provisioner": {}}, "f:labels": {".": {}, "f:app.kubernetes.io/component": {}, "f:app.kubernetes.io/name": {}}}, "f:spec": {"f:accessModes": {}, "f:resources": {"f:requests": {".": {}, "f:storage": {}}}, "f:storageClassName": {}, "f:volumeMode": {}, "f:volumeName": {}}}},
+                    {"manager": "kube-scheduler", "operation": "Update", "apiVersion": "v1", "time": CREATED, "fieldsType": "FieldsV1",
+                     "fieldsV1": {"f:metadata": {"f:annotations": {"f:volume.kubernetes.io/selected-node": {}}}}},
+                    {"manager": "kube-controller-manager", "operation": "Update", "apiVersion": "v1", "time": STARTED, "fieldsType": "FieldsV1", "subresource": "status",
+                     "fieldsV1": {"f:status": {"f:accessModes": {}, "f:capacity": {".": {}, "f:storage": {}}, "f:phase": {}}}},
+                    {"manager": "csi-external-health-monitor-controller", "operation": "Update", "apiVersion": "v1", "time": transition, "fieldsType": "FieldsV1", "subresource": "status",
+                     "fieldsV1": {"f:status": {"f:healthStatus": {".": {}, "f:healthConditions": {}, "f:lastTransitionTime": {}}}}}
+                ]
+            },
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "100Gi"}},
+                "volumeName": "pvc-5a7c9e1b-3d5f-4a6c-8e0a-2c4e6a8c0e25",
+                "storageClassName": "gp3",
+                "volumeMode": "Filesystem"
+            },
+            "status": {
+                "phase": "Bound",
+                "accessModes": ["ReadWriteOnce"],
+                "capacity": {"storage": "100Gi"},
+                "healthStatus": {
+                    "healthConditions": conditions,
+                    "lastTransitionTime": transition
+                }
+            }
+        })
+    };
+    let degraded = json!({
+        "status": "Degraded",
+        "reason": "HighLatency",
+        "message": "p99 write latency above 50ms for 5 minutes"
+    });
+    let inaccessible = json!({
+        "status": "Inaccessible",
+        "reason": "VolumeNotFound",
+        "message": "volume vol-0f1e2d3c4b5a69788 not found in us-east-1a"
+    });
+    let request = json!({
+        "uid": "7d9f1b3d-5e70-4c2a-8e4b-6d8f0a2c4e61",
+        "kind": {"group": "", "version": "v1", "kind": "PersistentVolumeClaim"},
+        "resource": {"group": "", "version": "v1", "resource": "persistentvolumeclaims"},
+        "subResource": "status",
+        "requestKind": {"group": "", "version": "v1", "kind": "PersistentVolumeClaim"},
+        "requestResource": {"group": "", "version": "v1", "resource": "persistentvolumeclaims"},
+        "requestSubResource": "status",
+        "name": "data-0-orders-db-0",
+        "namespace": "shop",
+        "operation": "UPDATE",
+        "userInfo": {
+            "username": HEALTH_MONITOR,
+            "uid": "1c3e5a7b-9d0f-4b2d-8f6a-0e2c4a6e8b13",
+            "groups": ["system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"],
+            "extra": {
+                "authentication.kubernetes.io/credential-id": ["JTI=3f5a7c9e-1b3d-4f60-8a2c-4e6a8c0e2b47"],
+                "authentication.kubernetes.io/node-name": [NODE],
+                "authentication.kubernetes.io/node-uid": ["6b1c4b0e-0000-4000-8000-00000000000a"],
+                "authentication.kubernetes.io/pod-name": ["csi-ebs-controller-7f9c8d6b5-x2k4q"],
+                "authentication.kubernetes.io/pod-uid": ["0a2c4e6a-8c0e-4b24-9f6a-8c0e2a4c6e81"]
+            }
+        },
+        "object": claim(json!([degraded.clone(), inaccessible]), "2026-07-20T11:45:00Z", "28460"),
+        "oldObject": claim(json!([degraded]), "2026-07-20T11:40:00Z", "28412"),
         "dryRun": false,
         "options": {"kind": "UpdateOptions", "apiVersion": "meta.k8s.io/v1"}
     });

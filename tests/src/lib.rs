@@ -1,4 +1,5 @@
 //! Shared helpers for the end-to-end tests under `tests/tests/` and the load benchmark under
 //! `tests/benches/`.
 
+pub mod baseline;
 pub mod bench_requests;

@@ -30,6 +30,11 @@ fn admission_requests_are_read_in_one_pass_and_allowed() {
             20_000..30_000,
         ),
         (
+            bench_requests::pvc_status_update(),
+            HealthResource::PersistentVolumeClaims,
+            5_000..8_000,
+        ),
+        (
             bench_requests::csinode_status_update(),
             HealthResource::CsiNodes,
             4_000..8_000,

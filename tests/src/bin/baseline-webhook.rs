@@ -1,22 +1,21 @@
-//! The load benchmark's baseline: the webhook server's HTTP and TLS stack (tokio, rustls with
+//! The load benchmark's baselines: the webhook server's HTTP and TLS stack (tokio, rustls with
 //! ring, hyper-util's auto builder with HTTP/1.1 and h2, an axum router) with no logic behind
 //! it. Each POST body is read whole and answered with a fixed allowing review, so the
 //! benchmark can quote the real server's throughput as a share of what the stack alone does.
 //!
-//! `baseline-webhook --tls-cert-file C --tls-private-key-file K` listens on a free port of
-//! 127.0.0.1 and prints `listening on ADDR` as its first line of stdout.
+//! With `--strict-json` it also makes one strict JSON pass over each body (UTF-8 checked once,
+//! then serde_json into `IgnoredAny`) and answers 400 when that fails: the least any server
+//! must do that answers a malformed review with 400.
+//!
+//! `baseline-webhook --tls-cert-file C --tls-private-key-file K [--strict-json]` listens on a
+//! free port of 127.0.0.1 and prints `listening on ADDR` as its first line of stdout.
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
-use axum::body::Bytes;
-use axum::extract::DefaultBodyLimit;
-use axum::http::header;
-use axum::response::IntoResponse;
-use axum::routing::post;
+use clap::Parser;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
@@ -24,16 +23,31 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
+use volume_health_tests::baseline::{self, BodyCheck};
 
-/// The answer to every admission review.
-const ADMISSION_ANSWER: &str = r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"00000000-0000-0000-0000-000000000000","allowed":true}}"#;
-/// The answer to every access review.
-const AUTHORIZATION_ANSWER: &str = r#"{"apiVersion":"authorization.k8s.io/v1","kind":"SubjectAccessReview","status":{"allowed":true}}"#;
+/// The benchmark's baseline server: the webhook server's stack answering every review with a
+/// fixed allowing answer.
+#[derive(Parser)]
+struct Args {
+    /// Serving certificate chain (PEM).
+    #[arg(long, env = "BASELINE_WEBHOOK_TLS_CERT_FILE")]
+    tls_cert_file: PathBuf,
+    /// Private key of the serving certificate (PEM).
+    #[arg(long, env = "BASELINE_WEBHOOK_TLS_PRIVATE_KEY_FILE")]
+    tls_private_key_file: PathBuf,
+    /// Also parse each body as strict JSON, answering 400 when it is not.
+    #[arg(long, env = "BASELINE_WEBHOOK_STRICT_JSON")]
+    strict_json: bool,
+}
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let (cert, key) = args()?;
-    let chain = CertificateDer::pem_file_iter(&cert)?.collect::<Result<Vec<_>, _>>()?;
-    let key = PrivateKeyDer::from_pem_file(&key)?;
+    let Args {
+        tls_cert_file,
+        tls_private_key_file,
+        strict_json,
+    } = Args::parse();
+    let chain = CertificateDer::pem_file_iter(&tls_cert_file)?.collect::<Result<Vec<_>, _>>()?;
+    let key = PrivateKeyDer::from_pem_file(&tls_private_key_file)?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut tls = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
@@ -50,11 +64,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut stdout = std::io::stdout();
         writeln!(stdout, "listening on {}", listener.local_addr()?)?;
         stdout.flush()?;
-        let app = Router::new()
-            .route("/mutate", post(admission))
-            .route("/validate", post(admission))
-            .route("/authorize", post(authorization))
-            .layer(DefaultBodyLimit::max(7 * 1024 * 1024));
+        let app = baseline::router(if strict_json {
+            BodyCheck::StrictJson
+        } else {
+            BodyCheck::None
+        });
         loop {
             let Ok((stream, _)) = listener.accept().await else {
                 continue;
@@ -83,36 +97,4 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             });
         }
     })
-}
-
-async fn admission(body: Bytes) -> impl IntoResponse {
-    answer(&body, ADMISSION_ANSWER)
-}
-
-async fn authorization(body: Bytes) -> impl IntoResponse {
-    answer(&body, AUTHORIZATION_ANSWER)
-}
-
-fn answer(body: &Bytes, answer: &'static str) -> impl IntoResponse + use<> {
-    // Look at the body so that reading it cannot be optimized away.
-    std::hint::black_box(body.len());
-    ([(header::CONTENT_TYPE, "application/json")], answer)
-}
-
-fn args() -> Result<(PathBuf, PathBuf), String> {
-    let mut cert = None;
-    let mut key = None;
-    let mut args = std::env::args().skip(1);
-    while let Some(flag) = args.next() {
-        let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
-        match flag.as_str() {
-            "--tls-cert-file" => cert = Some(PathBuf::from(value)),
-            "--tls-private-key-file" => key = Some(PathBuf::from(value)),
-            _ => return Err(format!("unknown flag {flag}")),
-        }
-    }
-    match (cert, key) {
-        (Some(cert), Some(key)) => Ok((cert, key)),
-        _ => Err("usage: baseline-webhook --tls-cert-file C --tls-private-key-file K".to_owned()),
-    }
 }
