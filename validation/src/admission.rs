@@ -389,6 +389,12 @@ struct NameSet(std::cell::OnceCell<HashSet<u128>>);
 
 impl NameSet {
     fn contains(&self, list: Option<&RawList<'_, NameView<'_>>>, name: &str) -> bool {
+        // A few names, as a pod or a node has, are compared rather than hashed.
+        if let Some(names) = list.map_or(Some(&[][..]), RawList::held) {
+            if names.len() <= 16 {
+                return names.iter().any(|item| item.name.as_deref() == Some(name));
+            }
+        }
         self.0
             .get_or_init(|| {
                 let mut names = HashSet::new();

@@ -102,6 +102,38 @@ pub(crate) fn check_entries<'a, E: HealthEntry<'a>>(
     errors: &mut Errors,
 ) {
     let unchanged = old == Some(new);
+    let mut entry = |i, entry: &E, first_time, old: Option<&OldEntry<'_, 'a, E>>| {
+        check_entry(
+            path,
+            i,
+            entry,
+            unchanged,
+            first_time,
+            old,
+            &mut check_name,
+            errors,
+        );
+    };
+    // What a kubelet writes: lists short enough to hold, where names are found by comparing
+    // them (at most 64 x 64), with no hashing.
+    if let (Some(entries), Some(old_entries)) =
+        (new.held(), old.map_or(Some(&[][..]), RawList::held))
+    {
+        for (i, new_entry) in entries.iter().enumerate() {
+            let name = new_entry.name();
+            if unchanged {
+                entry(i, new_entry, true, None);
+                continue;
+            }
+            let first_time = !entries[..i].iter().any(|e| e.name() == name);
+            let old = old_entries
+                .iter()
+                .find(|o| o.name() == name)
+                .map(OldEntry::Held);
+            entry(i, new_entry, first_time, old.as_ref());
+        }
+        return;
+    }
     // Names are keyed by their 128-bit keyed hash: a set then costs the same for any name. It
     // grows with the distinct names, not with the entries (a million entries may share one).
     let mut names: HashSet<u128> = HashSet::new();
@@ -135,49 +167,64 @@ pub(crate) fn check_entries<'a, E: HealthEntry<'a>>(
         // From here on: the names met so far.
         names.clear();
     }
-    new.walk(|i, entry| {
-        let item = path.index(i);
-        let name_path = item.child("name");
-        let name = entry.name();
-        if !name.is_empty() {
-            check_name(&name_path, name, errors);
-        }
-        let (first_time, old) = if unchanged {
-            (true, None)
+    new.walk(|i, new_entry| {
+        if unchanged {
+            entry(i, new_entry, true, None);
         } else {
-            let name = hash128(name);
-            (names.insert(name), old_by_name.get(&name))
-        };
-        let entry_unchanged = unchanged || old.is_some_and(|o| o.equals(entry));
-        if !first_time {
-            errors.declarative(
-                &item,
-                ErrorKind::Duplicate {
-                    rendered: GoQuoted(name).to_string(),
-                },
-            );
+            let name = hash128(new_entry.name());
+            entry(i, new_entry, names.insert(name), old_by_name.get(&name));
         }
-        if !entry_unchanged {
-            if name.is_empty() {
-                errors.declarative(&name_path, ErrorKind::Required);
-            } else {
-                entry.check_name_declarative(&name_path, errors);
-            }
-        }
-        let conditions = entry.conditions();
-        // An unchanged entry ratchets all of its conditions; otherwise compare with the old
-        // entry of the same name.
-        let old_conditions = if entry_unchanged {
-            Some(conditions)
-        } else {
-            old.map(OldEntry::conditions)
-        };
-        check_conditions(
-            &item.child("healthConditions"),
-            conditions,
-            old_conditions,
-            errors,
-        );
         Walk::Next
     });
+}
+
+/// Validates the entry at `path[i]`: `first_time` when no entry before it has its name, `old`
+/// the first old entry of that name.
+#[allow(clippy::too_many_arguments)]
+fn check_entry<'a, E: HealthEntry<'a>>(
+    path: &Path<'_>,
+    i: usize,
+    entry: &E,
+    unchanged: bool,
+    first_time: bool,
+    old: Option<&OldEntry<'_, 'a, E>>,
+    check_name: &mut impl FnMut(&Path<'_>, &str, &mut Errors),
+    errors: &mut Errors,
+) {
+    let item = path.index(i);
+    let name_path = item.child("name");
+    let name = entry.name();
+    if !name.is_empty() {
+        check_name(&name_path, name, errors);
+    }
+    let entry_unchanged = unchanged || old.is_some_and(|o| o.equals(entry));
+    if !first_time {
+        errors.declarative(
+            &item,
+            ErrorKind::Duplicate {
+                rendered: GoQuoted(name).to_string(),
+            },
+        );
+    }
+    if !entry_unchanged {
+        if name.is_empty() {
+            errors.declarative(&name_path, ErrorKind::Required);
+        } else {
+            entry.check_name_declarative(&name_path, errors);
+        }
+    }
+    let conditions = entry.conditions();
+    // An unchanged entry ratchets all of its conditions; otherwise compare with the old entry of
+    // the same name.
+    let old_conditions = if entry_unchanged {
+        Some(conditions)
+    } else {
+        old.map(OldEntry::conditions)
+    };
+    check_conditions(
+        &item.child("healthConditions"),
+        conditions,
+        old_conditions,
+        errors,
+    );
 }
