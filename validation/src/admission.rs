@@ -13,7 +13,7 @@ use crate::pod::check_pod_volume_health;
 use crate::pvc::check_volume_health_status;
 use crate::request::AdmissionRequest;
 use crate::resource::{HealthResource, Operation};
-use crate::restriction::{RestrictionInput, RestrictionPolicy, check_restrictions};
+use crate::restriction::{Restricted, RestrictionInput, RestrictionPolicy, check_restrictions};
 use crate::status::{forbidden_status, invalid_status_omitting};
 use crate::view::{ClaimView, CsiNodeView, NameView, PodView, RawList, Walk, hash128};
 
@@ -56,13 +56,13 @@ pub struct Forbidden {
     /// The name printed in the message.
     pub name: String,
     /// What the restriction says.
-    pub reason: String,
+    pub reason: Restricted,
 }
 
 impl Forbidden {
     /// The 403 `Status` the apiserver answers with.
     pub fn status(&self) -> Status {
-        forbidden_status(self.resource, &self.name, &self.reason)
+        forbidden_status(self.resource, &self.name, &self.reason.to_string())
     }
 }
 
@@ -74,7 +74,7 @@ pub struct Invalid {
     /// The object's name.
     pub name: String,
     /// The errors, in Kubernetes order: all of them, or the first
-    /// [`MAX_REPORTED_ERRORS`](crate::MAX_REPORTED_ERRORS).
+    /// [`MAX_REPORTED_ERRORS`].
     pub errors: ErrorList,
     /// How many more errors there were.
     pub omitted: usize,

@@ -81,7 +81,7 @@ pub use request::{
 };
 pub use resource::{HealthResource, Operation};
 pub use restriction::{
-    CSINODE_OTHER_NODE, CSINODE_STATUS_GATED, RestrictionInput, RestrictionPolicy,
+    CSINODE_OTHER_NODE, CSINODE_STATUS_GATED, Restricted, RestrictionInput, RestrictionPolicy,
     check_restrictions,
 };
 pub use status::{
