@@ -134,6 +134,36 @@ fn bench_pod_status(c: &mut Criterion, name: &str, new: &Value, old: &Value) {
     group.bench_function("baseline: parse the review, decode nothing", |b| {
         b.iter(|| serde_json::from_str::<serde::de::IgnoredAny>(black_box(&review)).unwrap())
     });
+    // What `/mutate` with the gate on does: read the review (views included), decide nothing;
+    // next to a read that keeps both objects as raw text, which is all it needs.
+    group.bench_function("review with raw objects", |b| {
+        #[derive(serde::Deserialize)]
+        struct Review<'a> {
+            #[serde(borrow)]
+            request: Request<'a>,
+        }
+        #[derive(serde::Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Request<'a> {
+            #[serde(borrow)]
+            uid: &'a str,
+            #[serde(borrow)]
+            object: &'a RawValue,
+            #[serde(borrow)]
+            old_object: &'a RawValue,
+        }
+        b.iter(|| {
+            let review: Review<'_> = serde_json::from_str(black_box(&review)).unwrap();
+            black_box((
+                review.request.uid,
+                review.request.object,
+                review.request.old_object,
+            ));
+        })
+    });
+    group.bench_function("AdmissionReview: read in one pass", |b| {
+        b.iter(|| AdmissionReview::parse(black_box(&review)).unwrap())
+    });
     group.bench_function("AdmissionReview: read in one pass, validate", |b| {
         b.iter(|| {
             let read = AdmissionReview::parse(black_box(&review)).unwrap();
