@@ -2,7 +2,7 @@
 //! subresource of its own CSINode and nothing else, as the in-tree Node authorizer decides for
 //! CSINode itself.
 //!
-//! [`decide`] is the decision table over request attributes; [`review`] answers a
+//! [`decide`] is the decision table over request attributes; [`review()`] answers a
 //! SubjectAccessReview body (`authorization.k8s.io/v1` or `v1beta1`) with the response body.
 //!
 //! ```

@@ -6,8 +6,8 @@ use serde::Deserialize;
 use serde::Serialize;
 use serde_json::value::RawValue;
 use volume_health_validation::{
-    AdmissionInput, ErrorList, HealthResource, Operation, RestrictionPolicy, UserInfo, Verdict,
-    gated_field_to_drop, validate_admission,
+    AdmissionRequest, ErrorList, HealthResource, Invalid, Operation, RestrictionPolicy, UserInfo,
+    Verdict,
 };
 
 /// The members of an object that say what it is, and the one the node rules read of an old pod.
@@ -193,26 +193,25 @@ pub fn decide(
     user: &UserInfo<'_>,
     policy: &RestrictionPolicy,
 ) -> Decision {
-    let mut input = AdmissionInput {
-        resource,
-        subresource: "status",
-        operation: Operation::Update,
-        name,
-        user,
-        object: Some(object),
-        old_object: Some(old_object),
+    let build = |object| {
+        AdmissionRequest::new(resource, Operation::Update)
+            .with_subresource("status")
+            .with_name(name)
+            .with_user(user.clone())
+            .with_objects(Some(object), Some(old_object))
     };
     let mut decision = Decision::default();
     let without: Box<RawValue>;
+    let mut request = build(object);
     if !policy.gate_enabled {
-        match gated_field_to_drop(&input, false) {
+        match request.gated_field_to_drop(false) {
             Ok(None) => {}
             Ok(Some(pointer)) => {
                 decision.dropped = Some(resource.gated_field());
                 match remove(object, pointer) {
                     Ok(rest) => {
                         without = rest;
-                        input.object = Some(&without);
+                        request = build(&without);
                     }
                     Err(err) => {
                         decision.denial = Some(bad_request(&err));
@@ -226,14 +225,13 @@ pub fn decide(
             }
         }
     }
-    decision.denial = match validate_admission(&input, policy) {
-        Ok(Verdict::Allowed) => None,
-        Ok(verdict) => verdict.status(resource).map(|status| Denial {
+    decision.denial = match request.validate(policy) {
+        Ok(verdict) => verdict.status().map(|status| Denial {
             code: status.code.unwrap_or_default(),
             reason: status.reason.unwrap_or_default(),
             message: status.message.unwrap_or_default(),
             errors: match verdict {
-                Verdict::Invalid { errors, .. } => errors,
+                Verdict::Invalid(Invalid { errors, .. }) => errors,
                 _ => ErrorList::new(),
             },
         }),

@@ -15,7 +15,26 @@
 //! Every one of them is allowed by a server with `--feature-gates=CSIVolumeHealth=true`.
 
 use serde_json::{Value, json};
-use volume_health_validation::REQUEST_MEMBER_ORDER;
+
+/// The members of an AdmissionReview's `request` in the order kube-apiserver writes them (the
+/// field order of Go's `admission/v1.AdmissionRequest`): `resource` before the objects.
+const REQUEST_MEMBER_ORDER: [&str; 15] = [
+    "uid",
+    "kind",
+    "resource",
+    "subResource",
+    "requestKind",
+    "requestResource",
+    "requestSubResource",
+    "name",
+    "namespace",
+    "operation",
+    "userInfo",
+    "object",
+    "oldObject",
+    "dryRun",
+    "options",
+];
 
 /// The node the kubelet of every request runs on.
 pub const NODE: &str = "node1";

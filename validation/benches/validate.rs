@@ -1,7 +1,7 @@
 //! Validation cost on the requests the webhook sees most and on the largest object the rules
-//! allow, next to a baseline: parsing the same bytes without decoding anything. Both entry
-//! points are measured: the raw-JSON functions on the two objects, and the whole `request` read
-//! in one pass as an `AdmissionRequest`.
+//! allow, next to a baseline: parsing the same bytes without decoding anything. Both ways to
+//! make a request are measured: from the two objects' JSON text, as a program checks its own
+//! write, and the whole AdmissionReview read in one pass, as the webhooks read it.
 //!
 //! `cargo bench -p volume-health-validation --bench validate`
 
@@ -13,8 +13,8 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use std::hint::black_box;
 use volume_health_validation::{
-    AdmissionInput, AdmissionRequest, HealthResource, Operation, RestrictionPolicy, UserInfo,
-    Verdict, gated_field_to_drop, validate_admission, validate_pod,
+    AdmissionRequest, AdmissionReview, HealthResource, Operation, RestrictionPolicy, UserInfo,
+    Verdict, validate_pod,
 };
 
 /// A production-sized Pod: 4 containers with env and probes, `volumes` PVC volumes, full
@@ -92,23 +92,18 @@ fn bench_pod_status(c: &mut Criterion, name: &str, new: &Value, old: &Value) {
         username: "system:node:node1".into(),
         groups: volume_health_validation::Groups::of(&["system:nodes", "system:authenticated"]),
     };
-    let input = AdmissionInput {
-        resource: HealthResource::Pods,
-        subresource: "status",
-        operation: Operation::Update,
-        name: "app-7d9f8b6c5-x2k4q",
-        user: &user,
-        object: Some(&new_raw),
-        old_object: Some(&old_raw),
+    let request = || {
+        AdmissionRequest::new(HealthResource::Pods, Operation::Update)
+            .with_subresource("status")
+            .with_name("app-7d9f8b6c5-x2k4q")
+            .with_user(user.clone())
+            .with_objects(Some(&new_raw), Some(&old_raw))
     };
     let policy = RestrictionPolicy {
         gate_enabled: true,
         pvc_health_writers: None,
     };
-    assert_eq!(
-        validate_admission(&input, &policy).unwrap(),
-        Verdict::Allowed
-    );
+    assert_eq!(request().validate(&policy).unwrap(), Verdict::Allowed);
 
     let mut group = c.benchmark_group(name);
     group.throughput(Throughput::Bytes(bytes as u64));
@@ -119,32 +114,60 @@ fn bench_pod_status(c: &mut Criterion, name: &str, new: &Value, old: &Value) {
             black_box((a, o))
         })
     });
-    group.bench_function("validate_admission", |b| {
-        b.iter(|| validate_admission(black_box(&input), &policy).unwrap())
+    group.bench_function("request from objects: validate", |b| {
+        b.iter(|| black_box(request()).validate(&policy).unwrap())
     });
-    group.bench_function("gated_field_to_drop (gate off)", |b| {
-        b.iter(|| gated_field_to_drop(black_box(&input), false).unwrap())
-    });
+    group.bench_function(
+        "request from objects: gated_field_to_drop (gate off)",
+        |b| b.iter(|| black_box(request()).gated_field_to_drop(false).unwrap()),
+    );
 
-    // The whole `request`, members in kube-apiserver's order: read in one pass, objects as
-    // views, then decided; next to parsing the same text without decoding anything.
-    let request = format!(
-        r#"{{"uid":"0f8e2a8c-1d2b-4c6e-8a3f-5b7d9e1c3a42","kind":{{"group":"","version":"v1","kind":"Pod"}},"resource":{{"group":"","version":"v1","resource":"pods"}},"subResource":"status","name":"app-7d9f8b6c5-x2k4q","namespace":"production","operation":"UPDATE","userInfo":{{"username":"system:node:node1","groups":["system:nodes","system:authenticated"]}},"object":{},"oldObject":{},"dryRun":false}}"#,
+    // The whole review, members in kube-apiserver's order: read in one pass, objects as views,
+    // then decided; next to parsing the same text without decoding anything.
+    let review = format!(
+        r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"0f8e2a8c-1d2b-4c6e-8a3f-5b7d9e1c3a42","kind":{{"group":"","version":"v1","kind":"Pod"}},"resource":{{"group":"","version":"v1","resource":"pods"}},"subResource":"status","name":"app-7d9f8b6c5-x2k4q","namespace":"production","operation":"UPDATE","userInfo":{{"username":"system:node:node1","groups":["system:nodes","system:authenticated"]}},"object":{},"oldObject":{},"dryRun":false}}}}"#,
         new_raw.get(),
         old_raw.get()
     );
-    let read: AdmissionRequest<'_> = serde_json::from_str(&request).unwrap();
-    assert_eq!(
-        read.validate(Operation::Update, &policy).unwrap(),
-        Verdict::Allowed
-    );
-    group.bench_function("baseline: parse the request, decode nothing", |b| {
-        b.iter(|| serde_json::from_str::<serde::de::IgnoredAny>(black_box(&request)).unwrap())
+    let read = AdmissionReview::parse(&review).unwrap().request.unwrap();
+    assert_eq!(read.validate(&policy).unwrap(), Verdict::Allowed);
+    group.bench_function("baseline: parse the review, decode nothing", |b| {
+        b.iter(|| serde_json::from_str::<serde::de::IgnoredAny>(black_box(&review)).unwrap())
     });
-    group.bench_function("AdmissionRequest: read in one pass, validate", |b| {
+    // What `/mutate` with the gate on does: read the review (views included), decide nothing;
+    // next to a read that keeps both objects as raw text, which is all it needs.
+    group.bench_function("review with raw objects", |b| {
+        #[derive(serde::Deserialize)]
+        struct Review<'a> {
+            #[serde(borrow)]
+            request: Request<'a>,
+        }
+        #[derive(serde::Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Request<'a> {
+            #[serde(borrow)]
+            uid: &'a str,
+            #[serde(borrow)]
+            object: &'a RawValue,
+            #[serde(borrow)]
+            old_object: &'a RawValue,
+        }
         b.iter(|| {
-            let read: AdmissionRequest<'_> = serde_json::from_str(black_box(&request)).unwrap();
-            read.validate(Operation::Update, &policy).unwrap()
+            let review: Review<'_> = serde_json::from_str(black_box(&review)).unwrap();
+            black_box((
+                review.request.uid,
+                review.request.object,
+                review.request.old_object,
+            ));
+        })
+    });
+    group.bench_function("AdmissionReview: read in one pass", |b| {
+        b.iter(|| AdmissionReview::parse(black_box(&review)).unwrap())
+    });
+    group.bench_function("AdmissionReview: read in one pass, validate", |b| {
+        b.iter(|| {
+            let read = AdmissionReview::parse(black_box(&review)).unwrap();
+            read.request.unwrap().validate(&policy).unwrap()
         })
     });
     group.finish();

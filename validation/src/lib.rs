@@ -38,10 +38,11 @@
 //! );
 //! ```
 //!
-//! Webhooks work from the review's raw JSON with [`validate_admission`] and
-//! [`gated_field_to_drop`], which decode only the fields the rules read, or deserialize the
-//! review's `request` as an [`AdmissionRequest`], which reads the objects' views in the same
-//! pass as the rest of the body.
+//! Webhooks read an AdmissionReview body with [`AdmissionReview::parse`], which decodes of its
+//! objects only what the rules read, in the same pass as the rest of the body; the request then
+//! decides with [`AdmissionRequest::validate`] and [`AdmissionRequest::gated_field_to_drop`]. A
+//! program checks a write it is about to send the same way, with a request made in-process by
+//! [`AdmissionRequest::new`] (see `examples/sidecar_pvc_status.rs`).
 
 mod admission;
 mod conditions;
@@ -51,6 +52,7 @@ mod field;
 mod identity;
 pub mod json;
 pub mod names;
+mod objects;
 mod pod;
 mod pvc;
 mod request;
@@ -59,9 +61,7 @@ mod restriction;
 mod status;
 mod view;
 
-pub use admission::{
-    AdmissionInput, DecodeError, UserInfo, Verdict, gated_field_to_drop, validate_admission,
-};
+pub use admission::{Forbidden, Invalid, Verdict};
 pub use conditions::{
     ACCESS_MODES, MAX_HEALTH_CONDITIONS, MAX_STORAGE_MESSAGE_CHARS, MAX_STORAGE_REASON_CHARS,
     MAX_VOLUME_MESSAGE_BYTES, MAX_VOLUME_REASON_BYTES, STORAGE_HEALTH_STATUSES,
@@ -72,12 +72,16 @@ pub use field::{
     ErrorKind, ErrorList, FieldError, GoQuoted, LengthUnit, MAX_REPORTED_ERRORS, Path,
 };
 pub use identity::{Groups, NODE_USER_PREFIX, NODES_GROUP, node_name};
+pub use objects::DecodeError;
 pub use pod::{validate_pod, validate_pod_volume_health};
 pub use pvc::{validate_pvc, validate_volume_health_status};
-pub use request::{AdmissionRequest, GroupVersionResource, REQUEST_MEMBER_ORDER, RawObjects};
+pub use request::{
+    AdmissionRequest, AdmissionReview, GroupVersionResource, RequestError, UnknownOperation,
+    UserInfo,
+};
 pub use resource::{HealthResource, Operation};
 pub use restriction::{
-    CSINODE_OTHER_NODE, CSINODE_STATUS_GATED, RestrictionInput, RestrictionPolicy,
+    CSINODE_OTHER_NODE, CSINODE_STATUS_GATED, Restricted, RestrictionInput, RestrictionPolicy,
     check_restrictions,
 };
 pub use status::{

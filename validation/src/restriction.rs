@@ -43,11 +43,37 @@ pub struct RestrictionPolicy {
     pub pvc_health_writers: Option<HashSet<String>>,
 }
 
+/// Why the node restriction refuses a write: the reason of its 403, as upstream words it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Restricted {
+    /// A node user whose name has no node in it.
+    #[error("could not determine node from user {}", GoQuoted(.0))]
+    UnknownNode(String),
+    /// A node writing `csinodes/status` while `CSIVolumeHealth` is off.
+    #[error("{}", CSINODE_STATUS_GATED)]
+    CsiNodeStatusGated,
+    /// A node writing another node's CSINode.
+    #[error("{}", CSINODE_OTHER_NODE)]
+    CsiNodeOfOtherNode,
+    /// A node updating the status of a pod not bound to it (the node's name).
+    #[error(
+        "node {} can only update pod status for pods with spec.nodeName set to itself",
+        GoQuoted(.0)
+    )]
+    PodOfOtherNode(String),
+    /// A node changing a claim's `status.healthStatus` (the node's name).
+    #[error("node {} is not allowed to update status.healthStatus", GoQuoted(.0))]
+    ClaimHealthByNode(String),
+    /// A user outside `--pvc-health-writers` changing a claim's `status.healthStatus`.
+    #[error("user {} is not allowed to update status.healthStatus", GoQuoted(.0))]
+    ClaimHealthByUser(String),
+}
+
 /// Checks the request; `Err` holds the reason of the 403 (see [`crate::forbidden_status`]).
 pub fn check_restrictions(
     input: &RestrictionInput<'_>,
     policy: &RestrictionPolicy,
-) -> Result<(), String> {
+) -> Result<(), Restricted> {
     let RestrictionInput {
         resource,
         subresource,
@@ -66,10 +92,10 @@ pub fn check_restrictions(
             }
             // While the gate is off the subresource does not exist for nodes at all.
             if subresource == "status" && !policy.gate_enabled {
-                return Err(CSINODE_STATUS_GATED.to_owned());
+                return Err(Restricted::CsiNodeStatusGated);
             }
             if target_name != node {
-                return Err(CSINODE_OTHER_NODE.to_owned());
+                return Err(Restricted::CsiNodeOfOtherNode);
             }
             Ok(())
         }
@@ -79,25 +105,18 @@ pub fn check_restrictions(
                 return Err(unknown_node(username));
             }
             if old_pod_node_name != Some(node) {
-                return Err(format!(
-                    "node {} can only update pod status for pods with spec.nodeName set to itself",
-                    GoQuoted(node)
-                ));
+                return Err(Restricted::PodOfOtherNode(node.to_owned()));
             }
             Ok(())
         }
         (HealthResource::PersistentVolumeClaims, "status") if health_status_changed => {
             if let Some(node) = node {
-                return Err(format!(
-                    "node {} is not allowed to update status.healthStatus",
-                    GoQuoted(node)
-                ));
+                return Err(Restricted::ClaimHealthByNode(node.to_owned()));
             }
             match &policy.pvc_health_writers {
-                Some(writers) if !writers.contains(username) => Err(format!(
-                    "user {} is not allowed to update status.healthStatus",
-                    GoQuoted(username)
-                )),
+                Some(writers) if !writers.contains(username) => {
+                    Err(Restricted::ClaimHealthByUser(username.to_owned()))
+                }
                 _ => Ok(()),
             }
         }
@@ -105,8 +124,8 @@ pub fn check_restrictions(
     }
 }
 
-fn unknown_node(username: &str) -> String {
-    format!("could not determine node from user {}", GoQuoted(username))
+fn unknown_node(username: &str) -> Restricted {
+    Restricted::UnknownNode(username.to_owned())
 }
 
 #[cfg(test)]
@@ -126,6 +145,11 @@ mod tests {
         }
     }
 
+    /// The check's answer with the reason as the 403 prints it.
+    fn reason(input: &RestrictionInput<'_>, policy: &RestrictionPolicy) -> Result<(), String> {
+        check_restrictions(input, policy).map_err(|r| r.to_string())
+    }
+
     fn gate_on() -> RestrictionPolicy {
         RestrictionPolicy {
             gate_enabled: true,
@@ -138,33 +162,30 @@ mod tests {
         let policy = gate_on();
         for sub in ["", "status"] {
             let own = input(HealthResource::CsiNodes, sub);
-            assert_eq!(check_restrictions(&own, &policy), Ok(()));
+            assert_eq!(reason(&own, &policy), Ok(()));
             let other = RestrictionInput {
                 target_name: "node2",
                 ..own
             };
-            assert_eq!(
-                check_restrictions(&other, &policy),
-                Err(CSINODE_OTHER_NODE.to_owned())
-            );
+            assert_eq!(reason(&other, &policy), Err(CSINODE_OTHER_NODE.to_owned()));
             let delete = RestrictionInput {
                 operation: Operation::Delete,
                 ..other
             };
-            assert!(check_restrictions(&delete, &policy).is_err());
+            assert!(reason(&delete, &policy).is_err());
             let admin = RestrictionInput {
                 username: "system:admin",
                 node: None,
                 ..other
             };
-            assert_eq!(check_restrictions(&admin, &policy), Ok(()));
+            assert_eq!(reason(&admin, &policy), Ok(()));
             let nameless = RestrictionInput {
                 username: "system:node:",
                 node: Some(""),
                 ..own
             };
             assert_eq!(
-                check_restrictions(&nameless, &policy),
+                reason(&nameless, &policy),
                 Err("could not determine node from user \"system:node:\"".to_owned())
             );
         }
@@ -175,31 +196,31 @@ mod tests {
         let gate_off = RestrictionPolicy::default();
         let own = input(HealthResource::CsiNodes, "status");
         assert_eq!(
-            check_restrictions(&own, &gate_off),
+            reason(&own, &gate_off),
             Err(CSINODE_STATUS_GATED.to_owned())
         );
         let main = input(HealthResource::CsiNodes, "");
-        assert_eq!(check_restrictions(&main, &gate_off), Ok(()));
+        assert_eq!(reason(&main, &gate_off), Ok(()));
         let admin = RestrictionInput {
             username: "system:admin",
             node: None,
             ..own
         };
-        assert_eq!(check_restrictions(&admin, &gate_off), Ok(()));
+        assert_eq!(reason(&admin, &gate_off), Ok(()));
     }
 
     #[test]
     fn pod_status_only_for_own_pods() {
         let policy = gate_on();
         let own = input(HealthResource::Pods, "status");
-        assert_eq!(check_restrictions(&own, &policy), Ok(()));
+        assert_eq!(reason(&own, &policy), Ok(()));
         for old in [Some("node2"), Some(""), None] {
             let other = RestrictionInput {
                 old_pod_node_name: old,
                 ..own
             };
             assert_eq!(
-                check_restrictions(&other, &policy),
+                reason(&other, &policy),
                 Err("node \"node1\" can only update pod status for pods with spec.nodeName set to itself".to_owned())
             );
         }
@@ -209,20 +230,20 @@ mod tests {
             old_pod_node_name: None,
             ..own
         };
-        assert_eq!(check_restrictions(&create, &policy), Ok(()));
+        assert_eq!(reason(&create, &policy), Ok(()));
     }
 
     #[test]
     fn claim_health_is_never_written_by_nodes() {
         let policy = gate_on();
         let unchanged = input(HealthResource::PersistentVolumeClaims, "status");
-        assert_eq!(check_restrictions(&unchanged, &policy), Ok(()));
+        assert_eq!(reason(&unchanged, &policy), Ok(()));
         let changed = RestrictionInput {
             health_status_changed: true,
             ..unchanged
         };
         assert_eq!(
-            check_restrictions(&changed, &policy),
+            reason(&changed, &policy),
             Err("node \"node1\" is not allowed to update status.healthStatus".to_owned())
         );
     }
@@ -243,24 +264,20 @@ mod tests {
             username: monitor,
             ..base
         };
-        assert_eq!(check_restrictions(&by_monitor, &policy), Ok(()));
+        assert_eq!(reason(&by_monitor, &policy), Ok(()));
         let by_other = RestrictionInput {
             username: "alice",
             ..base
         };
         assert_eq!(
-            check_restrictions(&by_other, &policy),
+            reason(&by_other, &policy),
             Err("user \"alice\" is not allowed to update status.healthStatus".to_owned())
         );
         let unchanged = RestrictionInput {
             health_status_changed: false,
             ..by_other
         };
-        assert_eq!(check_restrictions(&unchanged, &policy), Ok(()));
-        assert_eq!(
-            check_restrictions(&by_other, &gate_on()),
-            Ok(()),
-            "off by default"
-        );
+        assert_eq!(reason(&unchanged, &policy), Ok(()));
+        assert_eq!(reason(&by_other, &gate_on()), Ok(()), "off by default");
     }
 }

@@ -1,11 +1,68 @@
-//! Rule tables: every field rule and its boundaries, run through the raw-JSON entry point
-//! and, for parity, through the typed API.
+//! Rule tables: every field rule and its boundaries, run through a request made from raw JSON
+//! objects and, for parity, through the typed API.
 
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use crate::*;
 
-fn raw(v: &Value) -> Box<serde_json::value::RawValue> {
+/// The parts of an admission request the decisions read, objects as JSON text.
+#[derive(Clone, Copy)]
+struct AdmissionInput<'a> {
+    resource: HealthResource,
+    subresource: &'a str,
+    operation: Operation,
+    name: &'a str,
+    user: &'a UserInfo<'a>,
+    object: Option<&'a RawValue>,
+    old_object: Option<&'a RawValue>,
+}
+
+impl<'a> AdmissionInput<'a> {
+    fn request(&self) -> AdmissionRequest<'a> {
+        AdmissionRequest::new(self.resource, self.operation)
+            .with_subresource(self.subresource)
+            .with_name(self.name)
+            .with_user(self.user.clone())
+            .with_objects(self.object, self.old_object)
+    }
+}
+
+/// What a decision said of an object that is not its kind.
+#[derive(Debug)]
+struct Undecoded {
+    field: &'static str,
+    message: String,
+}
+
+fn undecoded(err: RequestError) -> Undecoded {
+    match err {
+        RequestError::Decode(err) => Undecoded {
+            field: err.field,
+            message: err.to_string(),
+        },
+        RequestError::Operation(err) => panic!("{err}"),
+    }
+}
+
+fn validate_admission(
+    input: &AdmissionInput<'_>,
+    policy: &RestrictionPolicy,
+) -> Result<Verdict, Undecoded> {
+    input.request().validate(policy).map_err(undecoded)
+}
+
+fn gated_field_to_drop(
+    input: &AdmissionInput<'_>,
+    gate_enabled: bool,
+) -> Result<Option<&'static str>, Undecoded> {
+    input
+        .request()
+        .gated_field_to_drop(gate_enabled)
+        .map_err(undecoded)
+}
+
+fn raw(v: &Value) -> Box<RawValue> {
     serde_json::value::to_raw_value(v).unwrap()
 }
 
@@ -31,7 +88,7 @@ fn errors_of(resource: HealthResource, new: &Value, old: Option<&Value>) -> Vec<
     };
     let from_raw = match validate_admission(&input, &RestrictionPolicy::default()).unwrap() {
         Verdict::Allowed => vec![],
-        Verdict::Invalid { errors, .. } => errors,
+        Verdict::Invalid(Invalid { errors, .. }) => errors,
         forbidden => panic!("unexpected {forbidden:?}"),
     };
     let typed = typed_errors(resource, new, old);
@@ -622,7 +679,7 @@ fn invalid_whole_object_message() {
         old_object: None,
     };
     let verdict = validate_admission(&input, &RestrictionPolicy::default()).unwrap();
-    let status = verdict.status(POD).unwrap();
+    let status = verdict.status().unwrap();
     assert_eq!(
         status.message.as_deref(),
         Some(
@@ -685,7 +742,7 @@ mod admission_decisions {
             Some(&obj),
         );
         let verdict = validate_admission(&i, &gate(true)).unwrap();
-        let status = verdict.status(POD).unwrap();
+        let status = verdict.status().unwrap();
         assert_eq!(status.code, Some(403));
         assert_eq!(
             status.message.as_deref(),
@@ -702,7 +759,7 @@ mod admission_decisions {
         let i = input(NODE, "", Operation::Create, "", &user, Some(&obj), None);
         let verdict = validate_admission(&i, &gate(true)).unwrap();
         assert_eq!(
-            verdict.status(NODE).unwrap().message.as_deref(),
+            verdict.status().unwrap().message.as_deref(),
             Some(
                 r#"csinodes.storage.k8s.io "node2" is forbidden: can only access CSINode with the same name as the requesting node"#
             )
@@ -737,7 +794,7 @@ mod admission_decisions {
             );
             let verdict = validate_admission(&i, &gate(true)).unwrap();
             assert_eq!(
-                matches!(verdict, Verdict::Forbidden { .. }),
+                matches!(verdict, Verdict::Forbidden(_)),
                 forbidden,
                 "{verdict:?}"
             );
@@ -756,7 +813,7 @@ mod admission_decisions {
         );
         assert!(matches!(
             validate_admission(&i, &gate(true)).unwrap(),
-            Verdict::Forbidden { .. }
+            Verdict::Forbidden(_)
         ));
     }
 
@@ -826,7 +883,7 @@ mod admission_decisions {
             );
             let err = validate_admission(&i, &gate(true)).unwrap_err();
             assert_eq!(err.field, "object");
-            assert_eq!(err.to_string(), "failed to decode object as Pod");
+            assert_eq!(err.message, "failed to decode object as Pod");
         }
     }
 

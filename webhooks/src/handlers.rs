@@ -2,6 +2,10 @@
 //! with one log line and one metrics sample per request (reviews that are simply allowed are
 //! logged at debug level). TLS, ports and signals live elsewhere, so tests drive this router
 //! in-process.
+//!
+//! The three endpoints share one skeleton ([`serve`]): read the body, decide, log, count,
+//! answer. An [`Endpoint`] decides; what it decided knows its log line and metric labels
+//! ([`Reviewed`]); a body it cannot answer is a [`Rejection`], which is its own HTTP answer.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -15,13 +19,11 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use bytes::BytesMut;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
-use json_patch::{Patch, PatchOperation, RemoveOperation, jsonptr::PointerBuf};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::Level;
-use volume_health_authz::{AuthzPolicy, Decision, RequestAttributes};
+use volume_health_authz::{Answer, AuthzPolicy, RequestAttributes};
 use volume_health_validation::{
-    AdmissionRequest, FieldError, HealthResource, Operation, RestrictionPolicy, Verdict,
+    AdmissionRequest, HealthResource, Invalid, RequestError, RestrictionPolicy, Verdict,
     bad_request_status,
 };
 
@@ -29,7 +31,7 @@ use crate::enforcement::{self, EnforcementAction};
 use crate::error_chain;
 use crate::gates::FeatureGates;
 use crate::metrics::Metrics;
-use crate::review::{self, BadReview, Objects};
+use crate::review::{self, Admission, BadReview, PlainJson};
 
 /// What the handlers decide by.
 #[derive(Clone, Debug, Default)]
@@ -98,23 +100,10 @@ impl WebhookState {
 pub fn router(settings: &Settings, metrics: Metrics) -> Router {
     let state = WebhookState::new(settings, metrics);
     Router::new()
-        .route("/mutate", post(mutate))
-        .route("/validate", post(validate))
-        .route("/authorize", post(authorize))
+        .route("/mutate", post(serve::<Mutate>))
+        .route("/validate", post(serve::<Validate>))
+        .route("/authorize", post(serve::<Authorize>))
         .with_state(state)
-}
-
-/// Why a request body could not be read.
-#[derive(Debug)]
-enum BodyError {
-    /// Over `--max-request-bytes`, by its `Content-Length` or as it arrived.
-    TooLarge,
-    /// Not complete within `--request-timeout`.
-    TimedOut,
-    /// No room under `--max-in-flight-bytes` within `--request-timeout`.
-    Busy,
-    /// The connection failed while it was read.
-    Read(Box<dyn std::error::Error + Send + Sync>),
 }
 
 /// A request body, with its share of `--max-in-flight-bytes` held until the answer is made.
@@ -141,11 +130,11 @@ fn kib(bytes: usize) -> u32 {
 /// `tokio::time::timeout` polls the read first and arms its timer only when the body is not
 /// complete yet, so a body that arrived with its headers, as a small review does, never touches
 /// the timer wheel.
-async fn read_body(state: &WebhookState, body: Body) -> Result<Body_, BodyError> {
+async fn read_body(state: &WebhookState, body: Body) -> Result<Body_, Rejection> {
     let limit = state.max_request_bytes;
     let hint = body.size_hint();
     if hint.lower() > u64::try_from(limit).unwrap_or(u64::MAX) {
-        return Err(BodyError::TooLarge);
+        return Err(Rejection::TooLarge);
     }
     let announced = hint
         .exact()
@@ -159,7 +148,7 @@ async fn read_body(state: &WebhookState, body: Body) -> Result<Body_, BodyError>
     let held = match tokio::time::timeout_at(deadline, reserve).await {
         Ok(Ok(held)) => held,
         // The semaphore is never closed; no room in time is the one way to get here.
-        Ok(Err(_)) | Err(_) => return Err(BodyError::Busy),
+        Ok(Err(_)) | Err(_) => return Err(Rejection::Busy),
     };
     let read = async {
         let mut bytes = BytesMut::with_capacity(announced);
@@ -171,8 +160,8 @@ async fn read_body(state: &WebhookState, body: Body) -> Result<Body_, BodyError>
                         bytes.extend_from_slice(&data);
                     }
                 }
-                Err(err) if err.is::<LengthLimitError>() => return Err(BodyError::TooLarge),
-                Err(err) => return Err(BodyError::Read(err)),
+                Err(err) if err.is::<LengthLimitError>() => return Err(Rejection::TooLarge),
+                Err(err) => return Err(Rejection::Read(err)),
             }
         }
         Ok(bytes.freeze())
@@ -182,99 +171,415 @@ async fn read_body(state: &WebhookState, body: Body) -> Result<Body_, BodyError>
             bytes: bytes?,
             _held: held,
         }),
-        Err(_elapsed) => Err(BodyError::TimedOut),
+        Err(_elapsed) => Err(Rejection::TimedOut),
     }
 }
 
-async fn mutate(State(state): State<WebhookState>, body: Body) -> Response {
+/// One endpoint: how it decides a body it has read.
+trait Endpoint: Send + 'static {
+    /// The path, and the `endpoint` of logs and metrics.
+    const NAME: &'static str;
+    /// What it decided, borrowed from the body.
+    type Reviewed<'b>: Reviewed;
+
+    fn decide<'b>(state: &WebhookState, body: &'b [u8]) -> Result<Self::Reviewed<'b>, Rejection>;
+}
+
+/// A decided review: its log line, its metric labels and the answer's body.
+trait Reviewed {
+    /// Logs the review; `decision` and `latency_us` as every endpoint logs them.
+    fn log(&self, endpoint: &'static str, elapsed: Duration);
+    /// `resource` and `operation` of the request metrics.
+    fn labels(&self) -> (&'static str, &'static str);
+    /// The outcome, for the `decision` label.
+    fn outcome(&self) -> &dyn Outcome;
+    /// The body of the 200 answer.
+    fn into_body(self) -> Vec<u8>;
+}
+
+/// What an endpoint decided, as logged and counted.
+trait Outcome {
+    /// The `decision` of logs and metrics. Dashboards and alerts read these values.
+    fn label(&self) -> &'static str;
+    /// The level of its log line: the ordinary answers at debug, the ones someone may have to
+    /// look into at info.
+    fn level(&self) -> Level;
+}
+
+/// The skeleton of every endpoint: read the body, decide, log, count, answer.
+async fn serve<E: Endpoint>(State(state): State<WebhookState>, body: Body) -> Response {
     let body = read_body(&state, body).await;
-    // With the gate on nothing is ever dropped, so the objects are only checked to be JSON.
-    let objects = if state.gates.csi_volume_health {
-        Objects::Skip
-    } else {
-        Objects::Read
-    };
-    admit(state, "mutate", body, objects, |state, request, target| {
-        let Some((resource, operation)) = target else {
-            return (review::Response::allow(&request.uid), "allowed");
-        };
-        match request.gated_field_to_drop(operation, state.gates.csi_volume_health) {
-            Ok(None) => (review::Response::allow(&request.uid), "allowed"),
-            Ok(Some(pointer)) => {
-                let patch = Patch(vec![PatchOperation::Remove(RemoveOperation {
-                    path: PointerBuf::parse(pointer).unwrap_or_default(),
-                })]);
-                let mut response = review::Response::allow_with_patch(&request.uid, &patch);
-                response.warnings.push(format!(
-                    "{} was dropped: feature gate CSIVolumeHealth is disabled",
-                    resource.gated_field()
-                ));
-                (response, "patched")
-            }
-            Err(err) => (
-                review::Response::deny(&request.uid, bad_request_status(error_chain(&err))),
-                "bad_object",
-            ),
-        }
+    off_workers_when_large::<E>(state, body, |state, body| {
+        let started = Instant::now();
+        let decided = body.and_then(|body| {
+            let reviewed = E::decide(state, &body.bytes)?;
+            let elapsed = started.elapsed();
+            reviewed.log(E::NAME, elapsed);
+            let (resource, operation) = reviewed.labels();
+            let decision = reviewed.outcome().label();
+            state
+                .metrics
+                .observe(E::NAME, resource, operation, decision, elapsed);
+            Ok(json_response(StatusCode::OK, reviewed.into_body()))
+        });
+        decided.unwrap_or_else(|rejection| rejection.answer(state, E::NAME, started))
     })
     .await
 }
 
-async fn validate(State(state): State<WebhookState>, body: Body) -> Response {
-    let body = read_body(&state, body).await;
-    admit(
-        state,
-        "validate",
-        body,
-        Objects::Read,
-        |state, request, target| {
-            let Some((resource, operation)) = target else {
-                return (review::Response::allow(&request.uid), "allowed");
-            };
-            match request.validate(operation, &state.restriction) {
-                Ok(Verdict::Allowed) => (review::Response::allow(&request.uid), "allowed"),
-                Ok(verdict) => {
-                    let status = verdict.status(resource).unwrap_or_default();
-                    if let Verdict::Invalid { errors, .. } = &verdict {
-                        return enforce(state, request, resource, status, errors);
-                    }
-                    (
-                        review::Response::deny(&request.uid, status),
-                        verdict.label(),
-                    )
-                }
-                Err(err) => (
-                    review::Response::deny(&request.uid, bad_request_status(error_chain(&err))),
-                    "bad_object",
-                ),
-            }
-        },
-    )
-    .await
+/// Answers `body` with `answer`: right here when it is small, on the blocking pool when it is
+/// large, so that a large review never holds up the async workers that serve small reviews and
+/// health checks.
+async fn off_workers_when_large<E: Endpoint>(
+    state: WebhookState,
+    body: Result<Body_, Rejection>,
+    answer: fn(&WebhookState, Result<Body_, Rejection>) -> Response,
+) -> Response {
+    if !matches!(&body, Ok(body) if body.bytes.len() > BLOCKING_BODY_BYTES) {
+        return answer(&state, body);
+    }
+    let pool_state = state.clone();
+    tokio::task::spawn_blocking(move || answer(&pool_state, body))
+        .await
+        .unwrap_or_else(|_panicked| Rejection::Panicked.answer(&state, E::NAME, Instant::now()))
 }
 
-/// Applies `--enforcement-action` to a review that field validation refuses with `status`.
-/// Node restriction and undecodable objects never come here: they are denied in every mode.
+/// A request this server cannot answer with a review: an HTTP error with a `Status` body.
+#[derive(Debug)]
+enum Rejection {
+    /// Over `--max-request-bytes`, by its `Content-Length` or as it arrived.
+    TooLarge,
+    /// Not complete within `--request-timeout`.
+    TimedOut,
+    /// No room under `--max-in-flight-bytes` within `--request-timeout`.
+    Busy,
+    /// The connection failed while the body was read.
+    Read(Box<dyn std::error::Error + Send + Sync>),
+    /// Not a review this endpoint answers.
+    BadReview(Box<dyn std::error::Error + Send + Sync>),
+    /// Deciding failed.
+    Panicked,
+}
+
+impl From<BadReview> for Rejection {
+    fn from(err: BadReview) -> Self {
+        Rejection::BadReview(err.into())
+    }
+}
+
+impl From<volume_health_authz::ReviewError> for Rejection {
+    fn from(err: volume_health_authz::ReviewError) -> Self {
+        Rejection::BadReview(err.into())
+    }
+}
+
+impl Rejection {
+    fn status(&self) -> StatusCode {
+        match self {
+            Rejection::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Rejection::TimedOut => StatusCode::REQUEST_TIMEOUT,
+            Rejection::Busy => StatusCode::SERVICE_UNAVAILABLE,
+            Rejection::Read(_) | Rejection::BadReview(_) => StatusCode::BAD_REQUEST,
+            Rejection::Panicked => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The `reason` of the `Status` body.
+    fn reason(&self) -> &'static str {
+        match self {
+            Rejection::TooLarge => "RequestEntityTooLarge",
+            Rejection::TimedOut => "Timeout",
+            Rejection::Read(_) | Rejection::BadReview(_) => "BadRequest",
+            Rejection::Busy | Rejection::Panicked => "InternalError",
+        }
+    }
+
+    fn message(&self) -> String {
+        match self {
+            Rejection::TooLarge => "request body is larger than --max-request-bytes".to_owned(),
+            Rejection::TimedOut => "request body not received within --request-timeout".to_owned(),
+            Rejection::Busy => {
+                "too many request bytes in flight (--max-in-flight-bytes); try again".to_owned()
+            }
+            Rejection::Read(err) => format!("could not read request body: {}", error_chain(&**err)),
+            Rejection::BadReview(err) => error_chain(&**err),
+            Rejection::Panicked => "the review could not be decided".to_owned(),
+        }
+    }
+}
+
+impl Rejection {
+    /// The `decision` of the request metrics.
+    fn label(&self) -> &'static str {
+        match self {
+            Rejection::TooLarge => "too_large",
+            Rejection::TimedOut => "timeout",
+            Rejection::Read(_) | Rejection::BadReview(_) => "bad_request",
+            Rejection::Busy | Rejection::Panicked => "error",
+        }
+    }
+
+    /// Logs and counts the rejection like any answer, then answers it.
+    fn answer(self, state: &WebhookState, endpoint: &'static str, started: Instant) -> Response {
+        let elapsed = started.elapsed();
+        let message = self.message();
+        tracing::warn!(
+            endpoint,
+            status = self.status().as_u16(),
+            error = message,
+            "bad request"
+        );
+        state
+            .metrics
+            .observe(endpoint, "unknown", "unknown", self.label(), elapsed);
+        self.into_response()
+    }
+}
+
+impl IntoResponse for Rejection {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        let mut body = bad_request_status(self.message());
+        body.code = Some(status.as_u16().into());
+        body.reason = Some(self.reason().to_owned());
+        json_response(status, body.to_json())
+    }
+}
+
+/// What an admission endpoint answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Admitted {
+    /// Allowed unchanged.
+    Allowed,
+    /// Allowed with the gated field dropped.
+    Patched,
+    /// Denied by the node restriction.
+    Forbidden,
+    /// Denied by field validation.
+    Invalid,
+    /// Field validation would deny; allowed with warnings (`--enforcement-action=warn`).
+    Warned,
+    /// Field validation would deny; allowed, logged (`--enforcement-action=dryrun`).
+    DryRun,
+    /// Denied: an object is not its kind.
+    BadObject,
+}
+
+impl Outcome for Admitted {
+    fn label(&self) -> &'static str {
+        match self {
+            Admitted::Allowed => "allowed",
+            Admitted::Patched => "patched",
+            Admitted::Forbidden => "forbidden",
+            Admitted::Invalid => "invalid",
+            Admitted::Warned => "warned",
+            Admitted::DryRun => "dryrun",
+            Admitted::BadObject => "bad_object",
+        }
+    }
+
+    // Every kubelet status write passes through here, and almost all of them are simply
+    // allowed: those are counted in /metrics, and logged only at debug level
+    // (`RUST_LOG=volume_health_webhooks=debug` logs every review). Denials and patches, the
+    // answers someone may have to look into, are logged at info.
+    fn level(&self) -> Level {
+        match self {
+            Admitted::Allowed => Level::DEBUG,
+            _ => Level::INFO,
+        }
+    }
+}
+
+/// An admission review decided: the request, what was answered, and the answer's body.
+struct AdmissionReviewed<'b> {
+    admission: Admission<'b>,
+    outcome: Admitted,
+    body: Vec<u8>,
+}
+
+impl<'b> AdmissionReviewed<'b> {
+    fn allowed(admission: Admission<'b>) -> Self {
+        let body = review::Response::allow(&admission.request.uid).into_body();
+        AdmissionReviewed {
+            admission,
+            outcome: Admitted::Allowed,
+            body,
+        }
+    }
+}
+
+impl Reviewed for AdmissionReviewed<'_> {
+    fn log(&self, endpoint: &'static str, elapsed: Duration) {
+        let Admission { request, operation } = &self.admission;
+        let decision = self.outcome.label();
+        // Values from the request are logged as strings, so the text format quotes them: a
+        // value cannot pass for another field (control characters are escaped by the
+        // formatter).
+        macro_rules! log_review {
+            ($level:expr) => {
+                tracing::event!(
+                    $level,
+                    endpoint,
+                    uid = &*request.uid,
+                    resource = &*request.resource.resource,
+                    subresource = request.subresource(),
+                    namespace = request.namespace.as_deref().unwrap_or_default(),
+                    name = request.name(),
+                    operation = operation.as_str(),
+                    user = &*request.user_info.username,
+                    dry_run = request.dry_run.unwrap_or(false),
+                    decision,
+                    latency_us = elapsed.as_micros() as u64,
+                    "admission review"
+                )
+            };
+        }
+        // `tracing` wants the level as a constant.
+        if self.outcome.level() == Level::DEBUG {
+            log_review!(Level::DEBUG);
+        } else {
+            log_review!(Level::INFO);
+        }
+    }
+
+    fn labels(&self) -> (&'static str, &'static str) {
+        let Admission { request, operation } = &self.admission;
+        (
+            request
+                .health_resource()
+                .map_or("other", HealthResource::resource),
+            operation.as_str(),
+        )
+    }
+
+    fn outcome(&self) -> &dyn Outcome {
+        &self.outcome
+    }
+
+    fn into_body(self) -> Vec<u8> {
+        self.body
+    }
+}
+
+/// An object that is not its kind: the review is answered, denied with a 400 `Status`; an
+/// unknown operation (checked when the review was read) is not a review at all.
+fn undecidable(
+    admission: Admission<'_>,
+    err: RequestError,
+) -> Result<AdmissionReviewed<'_>, Rejection> {
+    match err {
+        RequestError::Decode(err) => {
+            let status = bad_request_status(error_chain(&*err));
+            let response = review::Response::deny(&admission.request.uid, status);
+            let body = response.into_body();
+            Ok(AdmissionReviewed {
+                admission,
+                outcome: Admitted::BadObject,
+                body,
+            })
+        }
+        RequestError::Operation(unknown) => Err(BadReview::Operation(unknown.0).into()),
+    }
+}
+
+/// `/mutate`: drop on save while `CSIVolumeHealth` is off.
+struct Mutate;
+
+impl Endpoint for Mutate {
+    const NAME: &'static str = "mutate";
+    type Reviewed<'b> = AdmissionReviewed<'b>;
+
+    fn decide<'b>(
+        state: &WebhookState,
+        body: &'b [u8],
+    ) -> Result<AdmissionReviewed<'b>, Rejection> {
+        let admission = review::parse(body)?;
+        let request = &admission.request;
+        let Some(resource) = request.health_resource() else {
+            return Ok(AdmissionReviewed::allowed(admission));
+        };
+        match request.gated_field_to_drop(state.gates.csi_volume_health) {
+            Ok(None) => Ok(AdmissionReviewed::allowed(admission)),
+            Ok(Some(_)) => {
+                let mut response =
+                    review::Response::allow_removing(&request.uid, review::gated_pointer(resource));
+                response.warnings.push(format!(
+                    "{} was dropped: feature gate CSIVolumeHealth is disabled",
+                    resource.gated_field()
+                ));
+                let body = response.into_body();
+                Ok(AdmissionReviewed {
+                    admission,
+                    outcome: Admitted::Patched,
+                    body,
+                })
+            }
+            Err(err) => undecidable(admission, err),
+        }
+    }
+}
+
+/// `/validate`: node restriction, then field validation.
+struct Validate;
+
+impl Endpoint for Validate {
+    const NAME: &'static str = "validate";
+    type Reviewed<'b> = AdmissionReviewed<'b>;
+
+    fn decide<'b>(
+        state: &WebhookState,
+        body: &'b [u8],
+    ) -> Result<AdmissionReviewed<'b>, Rejection> {
+        let admission = review::parse(body)?;
+        let request = &admission.request;
+        match request.validate(&state.restriction) {
+            Ok(Verdict::Allowed) => Ok(AdmissionReviewed::allowed(admission)),
+            Ok(Verdict::Forbidden(forbidden)) => {
+                let response = review::Response::deny(&request.uid, forbidden.status());
+                let body = response.into_body();
+                Ok(AdmissionReviewed {
+                    admission,
+                    outcome: Admitted::Forbidden,
+                    body,
+                })
+            }
+            Ok(Verdict::Invalid(invalid)) => {
+                let (outcome, response) = enforce(state, request, &invalid);
+                let body = response.into_body();
+                Ok(AdmissionReviewed {
+                    admission,
+                    outcome,
+                    body,
+                })
+            }
+            Err(err) => undecidable(admission, err),
+        }
+    }
+}
+
+/// Applies `--enforcement-action` to a review that field validation refuses. Node restriction
+/// and undecodable objects never come here: they are denied in every mode.
 fn enforce<'a>(
     state: &WebhookState,
     request: &'a AdmissionRequest<'a>,
-    resource: HealthResource,
-    status: Status,
-    errors: &[FieldError],
-) -> (review::Response<'a>, &'static str) {
+    invalid: &Invalid,
+) -> (Admitted, review::Response<'a>) {
     let action = state.enforcement_action;
+    let resource = invalid.resource.resource();
     // Counted in every mode, so the count seen during `warn` or `dryrun` is what `deny` would
     // refuse.
-    state
-        .metrics
-        .violation(resource.resource(), action.as_str());
+    state.metrics.violation(resource, action.as_str());
+    let status = invalid.status();
     if action == EnforcementAction::Deny {
-        return (review::Response::deny(&request.uid, status), "invalid");
+        return (
+            Admitted::Invalid,
+            review::Response::deny(&request.uid, status),
+        );
     }
     // The answer (allowed) tells nobody what was wrong, so the would-be denial is logged whole.
     tracing::info!(
         uid = &*request.uid,
-        resource = resource.resource(),
+        resource,
         namespace = request.namespace.as_deref().unwrap_or_default(),
         name = request.name(),
         user = &*request.user_info.username,
@@ -284,195 +589,89 @@ fn enforce<'a>(
     );
     let mut response = review::Response::allow(&request.uid);
     if action == EnforcementAction::Warn {
-        response.warnings = enforcement::warnings(errors);
-        return (response, "warned");
+        response.warnings = enforcement::warnings(&invalid.errors);
+        return (Admitted::Warned, response);
     }
-    (response, "dryrun")
+    (Admitted::DryRun, response)
 }
 
-/// What an admission endpoint decides: the response, and its label for logs and metrics.
-trait Decide:
-    for<'a> Fn(
-        &WebhookState,
-        &'a AdmissionRequest<'a>,
-        Option<(HealthResource, Operation)>,
-    ) -> (review::Response<'a>, &'static str)
-    + Send
-    + 'static
-{
-}
+/// `/authorize`: the SubjectAccessReview of `csinodes/status`.
+struct Authorize;
 
-impl<F> Decide for F where
-    F: for<'a> Fn(
-            &WebhookState,
-            &'a AdmissionRequest<'a>,
-            Option<(HealthResource, Operation)>,
-        ) -> (review::Response<'a>, &'static str)
-        + Send
-        + 'static
-{
-}
+impl Endpoint for Authorize {
+    const NAME: &'static str = "authorize";
+    type Reviewed<'b> = Answer<'b>;
 
-/// The common path of both admission endpoints: decode, decide, log, count, answer.
-async fn admit(
-    state: WebhookState,
-    endpoint: &'static str,
-    body: Result<Body_, BodyError>,
-    objects: Objects,
-    decide: impl Decide,
-) -> Response {
-    off_workers_when_large(state, endpoint, body, move |state, body| {
-        admit_now(state, endpoint, body, objects, decide)
-    })
-    .await
-}
-
-/// Answers `body` with `answer`: right here when it is small, on the blocking pool when it is
-/// large, so that a large review never holds up the async workers that serve small reviews and
-/// health checks.
-async fn off_workers_when_large(
-    state: WebhookState,
-    endpoint: &'static str,
-    body: Result<Body_, BodyError>,
-    answer: impl FnOnce(&WebhookState, Result<Body_, BodyError>) -> Response + Send + 'static,
-) -> Response {
-    if !matches!(&body, Ok(body) if body.bytes.len() > BLOCKING_BODY_BYTES) {
-        return answer(&state, body);
+    fn decide<'b>(state: &WebhookState, body: &'b [u8]) -> Result<Answer<'b>, Rejection> {
+        Ok(volume_health_authz::review(body, &state.authz)?)
     }
-    let pool_state = state.clone();
-    tokio::task::spawn_blocking(move || answer(&pool_state, body))
-        .await
-        .unwrap_or_else(|_panicked| {
-            error_response(
-                &state,
-                endpoint,
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "the review could not be decided",
-                Instant::now(),
-            )
-        })
 }
 
-/// `decide` gets the resource and operation, or `None` for resources without a rule here, which
-/// are allowed unchanged.
-fn admit_now(
-    state: &WebhookState,
-    endpoint: &'static str,
-    body: Result<Body_, BodyError>,
-    objects: Objects,
-    decide: impl Decide,
-) -> Response {
-    let started = Instant::now();
-    let body = match body {
-        Ok(body) => body,
-        Err(err) => return reject_body(state, endpoint, err, started),
-    };
-    let request = match review::parse(&body.bytes, objects) {
-        Ok(request) => request,
-        Err(err) => return bad_review(state, endpoint, &err, started),
-    };
-    let Some(operation) = Operation::parse(&request.operation) else {
-        let err = BadReview::Operation(request.operation.clone().into_owned());
-        return bad_review(state, endpoint, &err, started);
-    };
-    let resource = request.health_resource();
-    let (response, decision) = decide(state, &request, resource.map(|r| (r, operation)));
-    let elapsed = started.elapsed();
-    // Values from the request are logged as strings, so the text format quotes them: a value
-    // cannot pass for another field (control characters are escaped by the formatter).
-    macro_rules! log_review {
-        ($level:expr) => {
-            tracing::event!(
-                $level,
-                endpoint,
-                uid = &*request.uid,
-                resource = &*request.resource.resource,
-                subresource = request.subresource(),
-                namespace = request.namespace.as_deref().unwrap_or_default(),
-                name = request.name(),
-                operation = operation.as_str(),
-                user = &*request.user_info.username,
-                dry_run = request.dry_run.unwrap_or(false),
-                decision,
-                latency_us = elapsed.as_micros() as u64,
-                "admission review"
-            )
-        };
+impl Outcome for volume_health_authz::Decision {
+    fn label(&self) -> &'static str {
+        volume_health_authz::Decision::label(self)
     }
-    // Every kubelet status write passes through here, and almost all of them are simply
-    // allowed: those are counted in /metrics, and logged only at debug level
-    // (`RUST_LOG=volume_health_webhooks=debug` logs every review). Denials and patches, the
-    // answers someone may have to look into, are logged at info.
-    if decision == "allowed" {
-        log_review!(Level::DEBUG);
-    } else {
-        log_review!(Level::INFO);
-    }
-    state.metrics.observe(
-        endpoint,
-        resource.map_or("other", HealthResource::resource),
-        operation.as_str(),
-        decision,
-        elapsed,
-    );
-    json_response(StatusCode::OK, response.into_body())
-}
 
-async fn authorize(State(state): State<WebhookState>, body: Body) -> Response {
-    let body = read_body(&state, body).await;
-    off_workers_when_large(state, "authorize", body, authorize_now).await
-}
-
-fn authorize_now(state: &WebhookState, body: Result<Body_, BodyError>) -> Response {
-    let started = Instant::now();
-    let endpoint = "authorize";
-    let body = match body {
-        Ok(body) => body,
-        Err(err) => return reject_body(state, endpoint, err, started),
-    };
-    let answer = match volume_health_authz::review(&body.bytes, &state.authz) {
-        Ok(answer) => answer,
-        Err(err) => return bad_review(state, endpoint, &err, started),
-    };
-    let elapsed = started.elapsed();
-    let no_attrs = RequestAttributes::default();
-    let attrs = answer.resource.as_ref().unwrap_or(&no_attrs);
-    let decision = answer.decision.label();
-    macro_rules! log_review {
-        ($level:expr) => {
-            tracing::event!(
-                $level,
-                endpoint,
-                user = &*answer.user,
-                verb = &*attrs.verb,
-                group = &*attrs.group,
-                resource = &*attrs.resource,
-                subresource = &*attrs.subresource,
-                name = &*attrs.name,
-                non_resource = answer.resource.is_none(),
-                decision,
-                reason = answer.decision.reason(),
-                latency_us = elapsed.as_micros() as u64,
-                "authorization review"
-            )
-        };
-    }
     // As for admission: the ordinary answers (allow, or no opinion for everything outside the
     // table) are counted in /metrics and logged at debug level; a deny is logged at info.
-    if matches!(answer.decision, Decision::Deny(_)) {
-        log_review!(Level::INFO);
-    } else {
-        log_review!(Level::DEBUG);
+    fn level(&self) -> Level {
+        match self {
+            volume_health_authz::Decision::Deny(_) => Level::INFO,
+            _ => Level::DEBUG,
+        }
     }
-    let csinodes = attrs.group == "storage.k8s.io" && attrs.resource == "csinodes";
-    state.metrics.observe(
-        endpoint,
-        if csinodes { "csinodes" } else { "other" },
-        known_verb(&attrs.verb),
-        decision,
-        elapsed,
-    );
-    json_response(StatusCode::OK, answer.body)
+}
+
+impl Reviewed for Answer<'_> {
+    fn log(&self, endpoint: &'static str, elapsed: Duration) {
+        let no_attrs = RequestAttributes::default();
+        let attrs = self.resource.as_ref().unwrap_or(&no_attrs);
+        let decision = self.decision.label();
+        macro_rules! log_review {
+            ($level:expr) => {
+                tracing::event!(
+                    $level,
+                    endpoint,
+                    user = &*self.user,
+                    verb = &*attrs.verb,
+                    group = &*attrs.group,
+                    resource = &*attrs.resource,
+                    subresource = &*attrs.subresource,
+                    name = &*attrs.name,
+                    non_resource = self.resource.is_none(),
+                    decision,
+                    reason = self.decision.reason(),
+                    latency_us = elapsed.as_micros() as u64,
+                    "authorization review"
+                )
+            };
+        }
+        if Outcome::level(&self.decision) == Level::DEBUG {
+            log_review!(Level::DEBUG);
+        } else {
+            log_review!(Level::INFO);
+        }
+    }
+
+    fn labels(&self) -> (&'static str, &'static str) {
+        let (group, resource, verb) = self
+            .resource
+            .as_ref()
+            .map_or(("", "", ""), |a| (&*a.group, &*a.resource, &*a.verb));
+        let csinodes = group == "storage.k8s.io" && resource == "csinodes";
+        (
+            if csinodes { "csinodes" } else { "other" },
+            known_verb(verb),
+        )
+    }
+
+    fn outcome(&self) -> &dyn Outcome {
+        &self.decision
+    }
+
+    fn into_body(self) -> Vec<u8> {
+        self.body
+    }
 }
 
 /// A verb as a bounded metrics label.
@@ -488,86 +687,6 @@ fn known_verb(verb: &str) -> &'static str {
         "deletecollection",
     ];
     VERBS.into_iter().find(|v| *v == verb).unwrap_or("other")
-}
-
-fn reject_body(
-    state: &WebhookState,
-    endpoint: &'static str,
-    err: BodyError,
-    started: Instant,
-) -> Response {
-    let (status, message) = match err {
-        BodyError::TooLarge => (
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "request body is larger than --max-request-bytes".to_owned(),
-        ),
-        BodyError::TimedOut => (
-            StatusCode::REQUEST_TIMEOUT,
-            "request body not received within --request-timeout".to_owned(),
-        ),
-        BodyError::Busy => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "too many request bytes in flight (--max-in-flight-bytes); try again".to_owned(),
-        ),
-        BodyError::Read(err) => (
-            StatusCode::BAD_REQUEST,
-            format!("could not read request body: {}", error_chain(&*err)),
-        ),
-    };
-    error_response(state, endpoint, status, &message, started)
-}
-
-fn bad_review(
-    state: &WebhookState,
-    endpoint: &'static str,
-    err: &dyn std::error::Error,
-    started: Instant,
-) -> Response {
-    error_response(
-        state,
-        endpoint,
-        StatusCode::BAD_REQUEST,
-        &error_chain(err),
-        started,
-    )
-}
-
-/// An HTTP error carrying a `Status` body, logged and counted like any answer.
-fn error_response(
-    state: &WebhookState,
-    endpoint: &'static str,
-    status: StatusCode,
-    message: &str,
-    started: Instant,
-) -> Response {
-    let elapsed = started.elapsed();
-    tracing::warn!(
-        endpoint,
-        status = status.as_u16(),
-        error = message,
-        "bad request"
-    );
-    let decision = match status {
-        StatusCode::PAYLOAD_TOO_LARGE => "too_large",
-        StatusCode::REQUEST_TIMEOUT => "timeout",
-        StatusCode::BAD_REQUEST => "bad_request",
-        _ => "error",
-    };
-    state
-        .metrics
-        .observe(endpoint, "unknown", "unknown", decision, elapsed);
-    let mut body = bad_request_status(message.to_owned());
-    body.code = Some(status.as_u16().into());
-    body.reason = Some(
-        match status {
-            StatusCode::PAYLOAD_TOO_LARGE => "RequestEntityTooLarge",
-            StatusCode::REQUEST_TIMEOUT => "Timeout",
-            StatusCode::BAD_REQUEST => "BadRequest",
-            _ => "InternalError",
-        }
-        .to_owned(),
-    );
-    json_response(status, serde_json::to_vec(&body).unwrap_or_default())
 }
 
 fn json_response(status: StatusCode, body: Vec<u8>) -> Response {

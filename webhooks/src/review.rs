@@ -1,29 +1,31 @@
 //! AdmissionReview `admission.k8s.io/v1` in and out.
 //!
-//! The request is decoded borrowed, as the validation library's [`AdmissionRequest`], which reads
-//! of `object` and `oldObject` only what its rules need, in the same pass as the envelope. kube's typed `AdmissionReview`
-//! would decode both whole objects, and its `AdmissionResponse::with_patch` serializes the patch
-//! as a number array where the apiserver wants base64, so the envelope is written here.
-
-use std::borrow::Cow;
+//! The review is read by the validation library's [`AdmissionReview::parse`], which reads of
+//! `object` and `oldObject` only what its rules need, in the same pass as the envelope. kube's
+//! typed `AdmissionReview` would decode both whole objects, and its
+//! `AdmissionResponse::with_patch` serializes the patch as a number array where the apiserver
+//! wants base64, so the envelope is written here.
 
 use base64::Engine;
+use json_patch::jsonptr::Pointer;
+use json_patch::{Patch, PatchOperation, RemoveOperation};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
-use serde::{Deserialize, Serialize};
-use volume_health_validation::{AdmissionRequest, RawObjects, json};
+use serde::Serialize;
+use volume_health_validation::{AdmissionRequest, AdmissionReview, HealthResource, Operation};
 
 const API_VERSION: &str = "admission.k8s.io/v1";
 const KIND: &str = "AdmissionReview";
 
 /// A body that is not an AdmissionReview this server can answer: HTTP 400, since without a
-/// `uid` no response could be matched to the request.
+/// `uid` no response could be matched to the request. Each message says what is wrong at this
+/// layer; the source, where there is one, says the rest.
 #[derive(Debug, thiserror::Error)]
 pub enum BadReview {
     /// Not text.
-    #[error("request body is not an AdmissionReview: not UTF-8: {0}")]
+    #[error("request body is not an AdmissionReview: not UTF-8")]
     Utf8(#[source] std::str::Utf8Error),
     /// Not JSON of the AdmissionReview shape.
-    #[error("request body is not an AdmissionReview: {0}")]
+    #[error("request body is not an AdmissionReview")]
     Decode(#[source] serde_json::Error),
     /// Another apiVersion or kind.
     #[error(
@@ -46,42 +48,20 @@ pub enum BadReview {
     Operation(String),
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", bound = "R: Deserialize<'de>")]
-struct AdmissionReview<'a, R> {
-    #[serde(borrow, default)]
-    api_version: Cow<'a, str>,
-    #[serde(borrow, default)]
-    kind: Cow<'a, str>,
-    #[serde(default)]
-    request: Option<R>,
-}
-
-/// How much of the objects to read with the review.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Objects {
-    /// The views the rules read, in the same pass as the rest of the body.
-    Read,
-    /// Nothing: checked to be JSON and skipped.
-    Skip,
+/// A review's request, checked to be one this server answers.
+#[derive(Debug)]
+pub struct Admission<'a> {
+    /// The request.
+    pub request: AdmissionRequest<'a>,
+    /// Its operation.
+    pub operation: Operation,
 }
 
 /// Decodes and checks an AdmissionReview body.
-pub fn parse(body: &[u8], objects: Objects) -> Result<AdmissionRequest<'_>, BadReview> {
+pub fn parse(body: &[u8]) -> Result<Admission<'_>, BadReview> {
     // Checked once here, the text is not checked again string by string as serde reads it.
     let body = std::str::from_utf8(body).map_err(BadReview::Utf8)?;
-    let review = match objects {
-        Objects::Read => {
-            match json::from_str::<AdmissionReview<'_, AdmissionRequest<'_>>>(body) {
-                Ok(review) => review,
-                // An object that does not decode as its kind fails the one-pass read as a whole.
-                // Reading again with the objects kept raw gives the review, and the object's error
-                // when a rule reads it, or the body's own error.
-                Err(_) => read_raw(body)?,
-            }
-        }
-        Objects::Skip => read_raw(body)?,
-    };
+    let review = AdmissionReview::parse(body).map_err(BadReview::Decode)?;
     if review.api_version != API_VERSION || review.kind != KIND {
         return Err(BadReview::Type {
             api_version: review.api_version.into_owned(),
@@ -92,18 +72,35 @@ pub fn parse(body: &[u8], objects: Objects) -> Result<AdmissionRequest<'_>, BadR
     if request.uid.is_empty() {
         return Err(BadReview::MissingUid);
     }
-    Ok(request)
+    let operation = request
+        .operation()
+        .map_err(|unknown| BadReview::Operation(unknown.0))?;
+    Ok(Admission { request, operation })
 }
 
-fn read_raw(body: &str) -> Result<AdmissionReview<'_, AdmissionRequest<'_>>, BadReview> {
-    let review: AdmissionReview<'_, RawObjects<'_>> =
-        json::from_str(body).map_err(BadReview::Decode)?;
-    Ok(AdmissionReview {
-        api_version: review.api_version,
-        kind: review.kind,
-        request: review.request.map(|raw| raw.0),
-    })
+/// The JSON Pointer of a resource's gated field, as the patch that drops it names it.
+pub fn gated_pointer(resource: HealthResource) -> &'static Pointer {
+    // Checked when compiled: `from_static` of an invalid pointer does not build.
+    const PODS: &Pointer = Pointer::from_static("/status/volumeHealth");
+    const CLAIMS: &Pointer = Pointer::from_static("/status/healthStatus");
+    const CSINODES: &Pointer = Pointer::from_static("/status/storageHealth");
+    match resource {
+        HealthResource::Pods => PODS,
+        HealthResource::PersistentVolumeClaims => CLAIMS,
+        HealthResource::CsiNodes => CSINODES,
+    }
 }
+
+/// JSON this server writes: strings, numbers, bools, and maps with string keys, which
+/// `serde_json` always serializes.
+pub(crate) trait PlainJson: Serialize {
+    fn to_json(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("plain JSON serializes")
+    }
+}
+
+impl PlainJson for Status {}
+impl PlainJson for Patch {}
 
 /// `response` of an AdmissionReview.
 #[derive(Serialize, Debug)]
@@ -149,11 +146,14 @@ impl<'a> Response<'a> {
         }
     }
 
-    /// Allowed with `patch`, encoded as the apiserver expects: standard base64 of the JSON array.
-    pub fn allow_with_patch(uid: &'a str, patch: &json_patch::Patch) -> Self {
-        let json = serde_json::to_vec(patch).unwrap_or_else(|_| b"[]".to_vec());
+    /// Allowed with the member at `pointer` removed, the patch encoded as the apiserver
+    /// expects: standard base64 of the JSON array.
+    pub fn allow_removing(uid: &'a str, pointer: &Pointer) -> Self {
+        let patch = Patch(vec![PatchOperation::Remove(RemoveOperation {
+            path: pointer.to_buf(),
+        })]);
         Response {
-            patch: Some(base64::engine::general_purpose::STANDARD.encode(json)),
+            patch: Some(base64::engine::general_purpose::STANDARD.encode(patch.to_json())),
             patch_type: Some("JSONPatch"),
             ..Response::allow(uid)
         }
@@ -168,12 +168,42 @@ impl<'a> Response<'a> {
             kind: &'static str,
             response: Response<'a>,
         }
-        // Serializing plain strings, bools and a Status cannot fail.
-        serde_json::to_vec(&Out {
+        impl PlainJson for Out<'_> {}
+        Out {
             api_version: API_VERSION,
             kind: KIND,
             response: self,
-        })
-        .unwrap_or_default()
+        }
+        .to_json()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error;
+
+    use super::*;
+
+    /// Each error says its own layer once: the source is not repeated in the message, so a
+    /// chain reporter prints it once, without de-duplicating.
+    #[test]
+    fn messages_do_not_repeat_their_source() {
+        let utf8 = parse(b"\xff").unwrap_err();
+        let decode = parse(b"[]").unwrap_err();
+        for err in [utf8, decode] {
+            let source = err.source().unwrap().to_string();
+            assert!(!err.to_string().contains(&source), "{err}");
+        }
+    }
+
+    #[test]
+    fn gated_pointers_name_the_gated_fields() {
+        for resource in [
+            HealthResource::Pods,
+            HealthResource::PersistentVolumeClaims,
+            HealthResource::CsiNodes,
+        ] {
+            assert_eq!(gated_pointer(resource).as_str(), resource.gated_pointer());
+        }
     }
 }

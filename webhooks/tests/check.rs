@@ -4,6 +4,8 @@
 // Test helpers unwrap: a panic here is a failed test with its location.
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
@@ -42,7 +44,7 @@ async fn webhook(case: &Value) -> Value {
     let path = format!("/{}", case["endpoint"].as_str().unwrap());
     let request = Request::post(path)
         .header("content-type", "application/json")
-        .body(Body::from(serde_json::to_vec(&case["body"]).unwrap()))
+        .body(Body::from(support::wire(&case["body"])))
         .unwrap();
     let response = app.oneshot(request).await.unwrap();
     let bytes = response.into_body().collect().await.unwrap().to_bytes();
@@ -79,19 +81,24 @@ fn check(case: &Value) -> Value {
 
 #[tokio::test]
 async fn check_agrees_with_the_webhook_on_every_recorded_case() {
+    // The admission cases of resources with rules: check has nothing to say of others.
+    let admission: Vec<Value> = cases()
+        .into_iter()
+        .filter(|case| {
+            let request = &case["body"]["request"];
+            case["endpoint"] != "authorize"
+                && HealthResource::from_group_resource(
+                    request["resource"]["group"].as_str().unwrap(),
+                    request["resource"]["resource"].as_str().unwrap(),
+                )
+                .is_some()
+        })
+        .collect();
+    assert!(!admission.is_empty());
     let mut compared = 0;
-    for case in cases() {
+    for case in &admission {
+        let case = case.clone();
         let id = case["id"].as_str().unwrap();
-        let request = &case["body"]["request"];
-        if case["endpoint"] == "authorize"
-            || HealthResource::from_group_resource(
-                request["resource"]["group"].as_str().unwrap(),
-                request["resource"]["resource"].as_str().unwrap(),
-            )
-            .is_none()
-        {
-            continue;
-        }
         let (answer, report) = (webhook(&case).await, check(&case));
         if case["endpoint"] == "mutate" {
             // The mutating webhook patches exactly when check reports a field dropped.
@@ -119,7 +126,7 @@ async fn check_agrees_with_the_webhook_on_every_recorded_case() {
         }
         compared += 1;
     }
-    assert_eq!(compared, 31, "every recorded admission case");
+    assert_eq!(compared, admission.len(), "every recorded admission case");
 }
 
 fn bin() -> Command {

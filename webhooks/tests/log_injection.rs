@@ -7,7 +7,7 @@
 
 mod support;
 
-use support::Captured;
+use support::{Captured, wire};
 
 use axum::Router;
 use axum::body::Body;
@@ -21,7 +21,7 @@ const FORGED: &str = "mallory\n2099-01-01T00:00:00.000000Z  INFO admission revie
 async fn post(app: &Router, path: &str, body: Value) {
     let request = Request::post(path)
         .header("content-type", "application/json")
-        .body(Body::from(serde_json::to_vec(&body).unwrap()))
+        .body(Body::from(wire(&body)))
         .unwrap();
     let response = app.clone().oneshot(request).await.unwrap();
     assert_eq!(response.status(), StatusCode::OK);

@@ -12,7 +12,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use serde_json::Value;
-use support::Captured;
+use support::{Captured, wire};
 use tower::ServiceExt;
 use volume_health_webhooks::enforcement::EnforcementAction;
 use volume_health_webhooks::gates::FeatureGates;
@@ -46,7 +46,7 @@ fn case(id: &str) -> Value {
 async fn post(app: &Router, path: &str, id: &str) {
     let request = Request::post(path)
         .header("content-type", "application/json")
-        .body(Body::from(serde_json::to_vec(&case(id)["body"]).unwrap()))
+        .body(Body::from(wire(&case(id)["body"])))
         .unwrap();
     let response = app.clone().oneshot(request).await.unwrap();
     assert_eq!(response.status(), StatusCode::OK, "{id}");

@@ -27,7 +27,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
-use volume_health_validation::REQUEST_MEMBER_ORDER;
 use volume_health_webhooks::Settings;
 use volume_health_webhooks::enforcement::EnforcementAction;
 use volume_health_webhooks::gates::FeatureGates;
@@ -260,9 +259,9 @@ pub(crate) fn case_body(id: &str) -> Value {
         .expect("case exists")
 }
 
-/// A valid pod status update, allowed with the gate on.
+/// A valid pod status update, allowed with the gate on, as kube-apiserver sends it.
 pub(crate) fn valid_review() -> Vec<u8> {
-    serde_json::to_vec(&case_body("pod-valid")).expect("serializes")
+    wire(&case_body("pod-valid"))
 }
 
 /// Checks the answer to [`valid_review`].
@@ -556,6 +555,36 @@ pub(crate) async fn request_in_flight(
 /// A temporary directory and a path in it.
 pub(crate) fn temp_file(dir: &tempfile::TempDir, name: &str) -> PathBuf {
     dir.path().join(name)
+}
+
+/// The members of an AdmissionReview's `request` in the order kube-apiserver writes them (the
+/// field order of Go's `admission/v1.AdmissionRequest`): `resource` before the objects.
+pub(crate) const REQUEST_MEMBER_ORDER: [&str; 15] = [
+    "uid",
+    "kind",
+    "resource",
+    "subResource",
+    "requestKind",
+    "requestResource",
+    "requestSubResource",
+    "name",
+    "namespace",
+    "operation",
+    "userInfo",
+    "object",
+    "oldObject",
+    "dryRun",
+    "options",
+];
+
+/// A body as its sender writes it: an AdmissionReview as kube-apiserver does (see
+/// [`apiserver_order`]), anything else as serialized.
+pub(crate) fn wire(body: &Value) -> Vec<u8> {
+    if body["request"].is_object() {
+        apiserver_order(body)
+    } else {
+        serde_json::to_vec(body).expect("serializes")
+    }
 }
 
 /// The review with its request's members in kube-apiserver's order (the Go struct's field
