@@ -1,6 +1,8 @@
 //! The decision table: the CSINode branch of the Node authorizer, extended for
 //! `csinodes/status`.
 
+use std::borrow::Cow;
+
 use volume_health_validation::{CSINODE_OTHER_NODE, GoQuoted};
 
 /// Reason for a verb a node may not use on CSINodes (upstream text).
@@ -35,15 +37,18 @@ pub struct ResourceAttributes<'a> {
     pub name: &'a str,
 }
 
+/// Why an authorizer answered as it did: one of the fixed texts above, or a text naming the user.
+pub type Reason = Cow<'static, str>;
+
 /// An authorizer's answer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Decision {
     /// `allowed: true`.
     Allow,
     /// `allowed: false`, no `denied`: the next authorizer decides.
-    NoOpinion(String),
+    NoOpinion(Reason),
     /// `denied: true`: no later authorizer is asked.
-    Deny(String),
+    Deny(Reason),
 }
 
 impl Decision {
@@ -64,8 +69,8 @@ impl Decision {
         }
     }
 
-    fn no_opinion(reason: &str) -> Self {
-        Decision::NoOpinion(reason.to_owned())
+    fn no_opinion(reason: &'static str) -> Self {
+        Decision::NoOpinion(Cow::Borrowed(reason))
     }
 }
 
@@ -88,7 +93,10 @@ pub fn decide<S: AsRef<str>>(
         return Decision::no_opinion("");
     }
     if node.is_empty() {
-        return Decision::NoOpinion(format!("unknown node for user {}", GoQuoted(user)));
+        return Decision::NoOpinion(Cow::Owned(format!(
+            "unknown node for user {}",
+            GoQuoted(user)
+        )));
     }
     if !matches!(attrs.verb, "get" | "create" | "update" | "patch" | "delete") {
         return Decision::no_opinion(REASON_VERBS);
@@ -104,7 +112,7 @@ pub fn decide<S: AsRef<str>>(
     }
     if attrs.verb != "create" && attrs.name != node {
         return if policy.deny_on_mismatch {
-            Decision::Deny(CSINODE_OTHER_NODE.to_owned())
+            Decision::Deny(Cow::Borrowed(CSINODE_OTHER_NODE))
         } else {
             Decision::no_opinion(CSINODE_OTHER_NODE)
         };

@@ -21,7 +21,7 @@ mod decision;
 mod review;
 
 pub use decision::{
-    AuthzPolicy, Decision, REASON_STATUS_VERBS, REASON_SUBRESOURCES, REASON_VERBS,
+    AuthzPolicy, Decision, REASON_STATUS_VERBS, REASON_SUBRESOURCES, REASON_VERBS, Reason,
     ResourceAttributes, decide,
 };
 pub use review::{Answer, RequestAttributes, ReviewError, review};

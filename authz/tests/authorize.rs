@@ -100,14 +100,14 @@ fn ask(body: &Value, policy: &AuthzPolicy) -> (Decision, Value) {
         Decision::Deny(reason) => {
             assert_eq!(status["allowed"], false);
             assert_eq!(status["denied"], true);
-            assert_eq!(status["reason"], reason.as_str());
+            assert_eq!(status["reason"], &**reason);
         }
     }
     (answer.decision, status)
 }
 
 fn no_opinion(reason: &str) -> Decision {
-    Decision::NoOpinion(reason.to_owned())
+    Decision::NoOpinion(reason.to_owned().into())
 }
 
 #[test]
@@ -186,12 +186,12 @@ fn spec_table() {
         (
             node1("update", "status", "node2"),
             DENY_MISMATCH,
-            Decision::Deny(CSINODE_OTHER_NODE.to_owned()),
+            Decision::Deny(CSINODE_OTHER_NODE.into()),
         ),
         (
             node1("patch", "", "node2"),
             DENY_MISMATCH,
-            Decision::Deny(CSINODE_OTHER_NODE.to_owned()),
+            Decision::Deny(CSINODE_OTHER_NODE.into()),
         ),
         // 6. allowed
         (node1("get", "status", "node1"), GATE_ON, Decision::Allow),
