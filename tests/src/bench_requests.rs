@@ -18,23 +18,8 @@ use serde_json::{Value, json};
 
 /// The members of an AdmissionReview's `request` in the order kube-apiserver writes them (the
 /// field order of Go's `admission/v1.AdmissionRequest`): `resource` before the objects.
-const REQUEST_MEMBER_ORDER: [&str; 15] = [
-    "uid",
-    "kind",
-    "resource",
-    "subResource",
-    "requestKind",
-    "requestResource",
-    "requestSubResource",
-    "name",
-    "namespace",
-    "operation",
-    "userInfo",
-    "object",
-    "oldObject",
-    "dryRun",
-    "options",
-];
+const REQUEST_MEMBER_ORDER: [&str; 15] =
+    include!("../fixtures/admission/request-member-order.json");
 
 /// The node the kubelet of every request runs on.
 pub const NODE: &str = "node1";

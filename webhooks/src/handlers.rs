@@ -408,6 +408,18 @@ impl<'b> AdmissionReviewed<'b> {
     }
 }
 
+/// `tracing::event!` at a level known only at run time: the macro wants it as a constant, and
+/// the answers are logged at debug or info.
+macro_rules! event_at {
+    ($level:expr, $($event:tt)*) => {
+        if $level == Level::DEBUG {
+            tracing::event!(Level::DEBUG, $($event)*)
+        } else {
+            tracing::event!(Level::INFO, $($event)*)
+        }
+    };
+}
+
 impl Reviewed for AdmissionReviewed<'_> {
     fn log(&self, endpoint: &'static str, elapsed: Duration) {
         let Admission { request, operation } = &self.admission;
@@ -415,31 +427,21 @@ impl Reviewed for AdmissionReviewed<'_> {
         // Values from the request are logged as strings, so the text format quotes them: a
         // value cannot pass for another field (control characters are escaped by the
         // formatter).
-        macro_rules! log_review {
-            ($level:expr) => {
-                tracing::event!(
-                    $level,
-                    endpoint,
-                    uid = &*request.uid,
-                    resource = &*request.resource.resource,
-                    subresource = request.subresource(),
-                    namespace = request.namespace.as_deref().unwrap_or_default(),
-                    name = request.name(),
-                    operation = operation.as_str(),
-                    user = &*request.user_info.username,
-                    dry_run = request.dry_run.unwrap_or(false),
-                    decision,
-                    latency_us = elapsed.as_micros() as u64,
-                    "admission review"
-                )
-            };
-        }
-        // `tracing` wants the level as a constant.
-        if self.outcome.level() == Level::DEBUG {
-            log_review!(Level::DEBUG);
-        } else {
-            log_review!(Level::INFO);
-        }
+        event_at!(
+            self.outcome.level(),
+            endpoint,
+            uid = &*request.uid,
+            resource = &*request.resource.resource,
+            subresource = request.subresource(),
+            namespace = request.namespace.as_deref().unwrap_or_default(),
+            name = request.name(),
+            operation = operation.as_str(),
+            user = &*request.user_info.username,
+            dry_run = request.dry_run.unwrap_or(false),
+            decision,
+            latency_us = elapsed.as_micros() as u64,
+            "admission review"
+        );
     }
 
     fn labels(&self) -> (&'static str, &'static str) {
@@ -627,30 +629,21 @@ impl Reviewed for Answer<'_> {
         let no_attrs = RequestAttributes::default();
         let attrs = self.resource.as_ref().unwrap_or(&no_attrs);
         let decision = self.decision.label();
-        macro_rules! log_review {
-            ($level:expr) => {
-                tracing::event!(
-                    $level,
-                    endpoint,
-                    user = &*self.user,
-                    verb = &*attrs.verb,
-                    group = &*attrs.group,
-                    resource = &*attrs.resource,
-                    subresource = &*attrs.subresource,
-                    name = &*attrs.name,
-                    non_resource = self.resource.is_none(),
-                    decision,
-                    reason = self.decision.reason(),
-                    latency_us = elapsed.as_micros() as u64,
-                    "authorization review"
-                )
-            };
-        }
-        if Outcome::level(&self.decision) == Level::DEBUG {
-            log_review!(Level::DEBUG);
-        } else {
-            log_review!(Level::INFO);
-        }
+        event_at!(
+            Outcome::level(&self.decision),
+            endpoint,
+            user = &*self.user,
+            verb = &*attrs.verb,
+            group = &*attrs.group,
+            resource = &*attrs.resource,
+            subresource = &*attrs.subresource,
+            name = &*attrs.name,
+            non_resource = self.resource.is_none(),
+            decision,
+            reason = self.decision.reason(),
+            latency_us = elapsed.as_micros() as u64,
+            "authorization review"
+        );
     }
 
     fn labels(&self) -> (&'static str, &'static str) {

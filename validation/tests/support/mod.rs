@@ -4,23 +4,8 @@ use serde_json::Value;
 
 /// The members of an AdmissionReview's `request` in the order kube-apiserver writes them (the
 /// field order of Go's `admission/v1.AdmissionRequest`): `resource` before the objects.
-pub(crate) const REQUEST_MEMBER_ORDER: [&str; 15] = [
-    "uid",
-    "kind",
-    "resource",
-    "subResource",
-    "requestKind",
-    "requestResource",
-    "requestSubResource",
-    "name",
-    "namespace",
-    "operation",
-    "userInfo",
-    "object",
-    "oldObject",
-    "dryRun",
-    "options",
-];
+pub(crate) const REQUEST_MEMBER_ORDER: [&str; 15] =
+    include!("../../../tests/fixtures/admission/request-member-order.json");
 
 /// The review with its request's members in kube-apiserver's order, unknown ones after;
 /// `serde_json::Value` would sort them, putting `object` before `resource`.

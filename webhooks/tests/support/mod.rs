@@ -559,23 +559,8 @@ pub(crate) fn temp_file(dir: &tempfile::TempDir, name: &str) -> PathBuf {
 
 /// The members of an AdmissionReview's `request` in the order kube-apiserver writes them (the
 /// field order of Go's `admission/v1.AdmissionRequest`): `resource` before the objects.
-pub(crate) const REQUEST_MEMBER_ORDER: [&str; 15] = [
-    "uid",
-    "kind",
-    "resource",
-    "subResource",
-    "requestKind",
-    "requestResource",
-    "requestSubResource",
-    "name",
-    "namespace",
-    "operation",
-    "userInfo",
-    "object",
-    "oldObject",
-    "dryRun",
-    "options",
-];
+pub(crate) const REQUEST_MEMBER_ORDER: [&str; 15] =
+    include!("../../../tests/fixtures/admission/request-member-order.json");
 
 /// A body as its sender writes it: an AdmissionReview as kube-apiserver does (see
 /// [`apiserver_order`]), anything else as serialized.
