@@ -20,8 +20,15 @@ use serde::de::{
 /// (each list borrowed as its text), so that what it gives, and where an error is placed, never depends on the
 /// first read.
 pub fn from_str<'a, T: de::Deserialize<'a>>(text: &'a str) -> Result<T, serde_json::Error> {
-    let read = std::marker::PhantomData::<T>;
-    from_str_seed_held(text, read).or_else(|_| from_str_seed(text, read))
+    from_str_views(text, std::marker::PhantomData::<T>)
+}
+
+/// Reads `text` with `seed` as [`from_str`] reads a type: lists held, else captured.
+pub(crate) fn from_str_views<'a, S: DeserializeSeed<'a> + Copy>(
+    text: &'a str,
+    seed: S,
+) -> Result<S::Value, serde_json::Error> {
+    from_str_seed_held(text, seed).or_else(|_| from_str_seed(text, seed))
 }
 
 /// Reads `text` with `seed`, every list captured.

@@ -83,7 +83,7 @@ impl<'a> Slot<'a> {
                 Slot::Other
             };
         };
-        json::from_str_seed(raw.get(), SlotSeed(resource)).unwrap_or_else(|source| {
+        json::from_str_views(raw.get(), SlotSeed(resource)).unwrap_or_else(|source| {
             let error = |source| {
                 Arc::new(DecodeError {
                     field,
@@ -140,6 +140,7 @@ impl<'a> Slot<'a> {
 }
 
 /// Reads an object as the view of `resource`.
+#[derive(Clone, Copy)]
 pub(crate) struct SlotSeed(pub(crate) HealthResource);
 
 impl<'de> DeserializeSeed<'de> for SlotSeed {
