@@ -7,12 +7,14 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the tests crate is in the workspace")
 }
 
 /// The workspace members, from the root manifest's `members = [...]`.
 fn members() -> Vec<String> {
-    let manifest = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
+    let manifest = std::fs::read_to_string(root().join("Cargo.toml")).expect("the root manifest");
     let line = manifest
         .lines()
         .find(|line| line.starts_with("members = ["))
@@ -29,7 +31,7 @@ fn members() -> Vec<String> {
 /// default one for its kind.
 fn needed_files(member: &str) -> Vec<String> {
     let dir = root().join(member);
-    let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+    let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).expect("a member's manifest");
     let mut files = Vec::new();
     if dir.join("src/lib.rs").exists() {
         files.push(format!("{member}/src/lib.rs"));
