@@ -25,6 +25,7 @@ use crate::json;
 use crate::objects::{DecodeError, Slot, SlotSeed};
 use crate::resource::{HealthResource, Operation};
 use crate::restriction::RestrictionPolicy;
+use crate::view::Borrowed;
 
 /// An AdmissionReview body (`admission.k8s.io/v1`) as far as the rules read it.
 ///
@@ -360,10 +361,6 @@ impl Field {
     }
 }
 
-/// A string borrowed from the body when it holds no escapes.
-#[derive(Deserialize)]
-struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
-
 struct RequestVisitor {
     one_pass: bool,
 }
@@ -404,16 +401,18 @@ impl<'de> Visitor<'de> for RequestVisitor {
                 seen |= bit;
             }
             match field {
-                Field::Uid => request.uid = map.next_value::<Text<'de>>()?.0,
+                Field::Uid => request.uid = map.next_value::<Borrowed<'de>>()?.0,
                 Field::Resource => request.resource = map.next_value()?,
                 Field::SubResource => {
-                    request.sub_resource = map.next_value::<Option<Text<'de>>>()?.map(|t| t.0);
+                    request.sub_resource = map.next_value::<Option<Borrowed<'de>>>()?.map(|t| t.0);
                 }
-                Field::Name => request.name = map.next_value::<Option<Text<'de>>>()?.map(|t| t.0),
+                Field::Name => {
+                    request.name = map.next_value::<Option<Borrowed<'de>>>()?.map(|t| t.0)
+                }
                 Field::Namespace => {
-                    request.namespace = map.next_value::<Option<Text<'de>>>()?.map(|t| t.0);
+                    request.namespace = map.next_value::<Option<Borrowed<'de>>>()?.map(|t| t.0);
                 }
-                Field::Operation => request.operation = map.next_value::<Text<'de>>()?.0,
+                Field::Operation => request.operation = map.next_value::<Borrowed<'de>>()?.0,
                 Field::UserInfo => request.user_info = map.next_value()?,
                 Field::Object => object = map.next_value_seed(self.seed(&request, seen))?,
                 Field::OldObject => {

@@ -77,7 +77,7 @@ impl HealthResource {
     }
 
     /// The gated field as a JSON Pointer (RFC 6901) into the object.
-    pub fn gated_pointer(self) -> &'static str {
+    pub const fn gated_pointer(self) -> &'static str {
         match self {
             HealthResource::Pods => "/status/volumeHealth",
             HealthResource::PersistentVolumeClaims => "/status/healthStatus",

@@ -80,10 +80,12 @@ pub fn parse(body: &[u8]) -> Result<Admission<'_>, BadReview> {
 
 /// The JSON Pointer of a resource's gated field, as the patch that drops it names it.
 pub fn gated_pointer(resource: HealthResource) -> &'static Pointer {
-    // Checked when compiled: `from_static` of an invalid pointer does not build.
-    const PODS: &Pointer = Pointer::from_static("/status/volumeHealth");
-    const CLAIMS: &Pointer = Pointer::from_static("/status/healthStatus");
-    const CSINODES: &Pointer = Pointer::from_static("/status/storageHealth");
+    // The library's pointers, checked when compiled: `from_static` of an invalid pointer does
+    // not build.
+    const PODS: &Pointer = Pointer::from_static(HealthResource::Pods.gated_pointer());
+    const CLAIMS: &Pointer =
+        Pointer::from_static(HealthResource::PersistentVolumeClaims.gated_pointer());
+    const CSINODES: &Pointer = Pointer::from_static(HealthResource::CsiNodes.gated_pointer());
     match resource {
         HealthResource::Pods => PODS,
         HealthResource::PersistentVolumeClaims => CLAIMS,
