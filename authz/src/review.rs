@@ -4,6 +4,7 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 use volume_health_validation::Groups;
+use volume_health_validation::json::optional_text;
 
 use crate::decision::{AuthzPolicy, Decision, ResourceAttributes, decide};
 
@@ -79,7 +80,7 @@ struct SubjectAccessReview<'a> {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Spec<'a> {
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "optional_text")]
     user: Option<Cow<'a, str>>,
     /// v1's name for the groups.
     #[serde(default)]
@@ -95,15 +96,15 @@ struct Spec<'a> {
 
 #[derive(Deserialize, Default)]
 struct Attributes<'a> {
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "optional_text")]
     verb: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "optional_text")]
     group: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "optional_text")]
     resource: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "optional_text")]
     subresource: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "optional_text")]
     name: Option<Cow<'a, str>>,
 }
 
@@ -190,5 +191,37 @@ fn type_error(sar: &SubjectAccessReview<'_>) -> ReviewError {
     ReviewError::Type {
         api_version: sar.api_version.clone().into_owned(),
         kind: sar.kind.clone().into_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The strings of an answer are the body's own, copied only where an escape had to be
+    /// decoded.
+    #[test]
+    fn answers_borrow_the_body() {
+        let body = br#"{"apiVersion":"authorization.k8s.io/v1","kind":"SubjectAccessReview",
+            "spec":{"user":"system:node:node1","groups":["system:node\u0073"],
+            "resourceAttributes":{"verb":"update","group":"storage.k8s.io","resource":"csinodes",
+            "subresource":"st\u0061tus","name":"node1"}}}"#;
+        let policy = AuthzPolicy {
+            gate_enabled: true,
+            deny_on_mismatch: false,
+        };
+        let answer = review(body, &policy).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(answer.decision, Decision::Allow);
+        assert!(matches!(answer.user, Cow::Borrowed("system:node:node1")));
+        let resource = answer.resource.unwrap_or_default();
+        for borrowed in [
+            &resource.verb,
+            &resource.group,
+            &resource.resource,
+            &resource.name,
+        ] {
+            assert!(matches!(borrowed, Cow::Borrowed(_)), "{borrowed:?}");
+        }
+        assert!(matches!(resource.subresource, Cow::Owned(ref s) if s == "status"));
     }
 }

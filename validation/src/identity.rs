@@ -1,9 +1,10 @@
 //! Node identity, as the Node authorizer and NodeRestriction recognise it.
 
-use std::borrow::Cow;
 use std::fmt;
 
 use serde::de::{self, Deserialize, Deserializer, SeqAccess, Visitor};
+
+use crate::json::Borrowed;
 
 /// The username prefix of node credentials.
 pub const NODE_USER_PREFIX: &str = "system:node:";
@@ -84,8 +85,9 @@ impl<'de> Deserialize<'de> for Groups {
 
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Groups, A::Error> {
                 let mut nodes = false;
-                while let Some(group) = seq.next_element::<Cow<'de, str>>()? {
-                    nodes |= group == NODES_GROUP;
+                // Borrowed: a `Cow<str>` element would copy every group name.
+                while let Some(group) = seq.next_element::<Borrowed<'de>>()? {
+                    nodes |= group.0 == NODES_GROUP;
                 }
                 Ok(Groups { nodes })
             }
@@ -117,6 +119,36 @@ mod tests {
         ];
         for (user, groups, want) in cases {
             assert_eq!(node_name(user, groups), *want, "{user:?} {groups:?}");
+        }
+    }
+
+    #[test]
+    fn groups_read_from_json() {
+        let cases: &[(&str, Result<bool, &str>)] = &[
+            (r#"["system:authenticated","system:nodes"]"#, Ok(true)),
+            // Escaped: decoded, not borrowed, and still the nodes group.
+            (r#"["system:node\u0073"]"#, Ok(true)),
+            (r#"["system:nodes "]"#, Ok(false)),
+            ("[]", Ok(false)),
+            ("null", Ok(false)),
+            (
+                r#"["system:nodes",5]"#,
+                Err("invalid type: integer `5`, expected a string at line 1 column 17"),
+            ),
+            (
+                r#"{"0":"system:nodes"}"#,
+                Err("invalid type: map, expected a sequence of strings at line 1 column 0"),
+            ),
+        ];
+        for (json, want) in cases {
+            let got = crate::json::from_str::<Groups>(json)
+                .map(Groups::has_nodes_group)
+                .map_err(|e| e.to_string());
+            assert_eq!(
+                got.as_ref().copied().map_err(String::as_str),
+                *want,
+                "{json}"
+            );
         }
     }
 }

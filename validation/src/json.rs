@@ -7,8 +7,10 @@
 //! wraps serde_json's and asks for a map wherever a struct is wanted, at every depth, so a
 //! non-object where an object is required is refused with serde's usual `invalid type` error.
 
+use std::borrow::Cow;
 use std::fmt;
 
+use serde::Deserialize;
 use serde::de::{
     self, DeserializeSeed, Deserializer, EnumAccess, MapAccess, SeqAccess, VariantAccess, Visitor,
 };
@@ -51,6 +53,21 @@ pub(crate) fn message_without_position(error: &serde_json::Error) -> String {
         Some(message) if error.line() != 0 => message.to_owned(),
         _ => text,
     }
+}
+
+/// A string borrowed from the text where it holds no escapes. serde's own `Cow<str>` always
+/// copies, and `#[serde(borrow)]` borrows only a field written `Cow<'a, str>` (not an alias, nor
+/// inside an `Option` or a list).
+#[derive(Deserialize)]
+pub(crate) struct Borrowed<'a>(#[serde(borrow)] pub(crate) Cow<'a, str>);
+
+/// Reads an optional string member borrowed from the text where it holds no escapes, for
+/// `#[serde(borrow, deserialize_with = "...")]`: `Option<Cow<'a, str>>` alone copies every
+/// string. `null` and an absent member (with `default`) read as `None`.
+pub fn optional_text<'de: 'a, 'a, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Cow<'a, str>>, D::Error> {
+    Ok(Option::<Borrowed<'a>>::deserialize(deserializer)?.map(|text| text.0))
 }
 
 /// `inner`, with structs read only from maps.

@@ -368,19 +368,6 @@ pub(crate) trait Fingerprinted {
 /// A string member borrowed from the body where it holds no escapes.
 pub(crate) type Text<'a> = Cow<'a, str>;
 
-/// Reads a [`Text`] borrowed from the body where it can be: serde's own `Cow<str>` always copies,
-/// and `#[serde(borrow)]` borrows only a field written `Cow<'a, str>` (not an alias, nor inside
-/// an `Option`).
-#[derive(serde::Deserialize)]
-pub(crate) struct Borrowed<'a>(#[serde(borrow)] pub(crate) Cow<'a, str>);
-
-/// Reads an optional [`Text`] member borrowed from the body, for `deserialize_with`.
-pub(crate) fn optional_text<'de: 'a, 'a, D: Deserializer<'de>>(
-    deserializer: D,
-) -> Result<Option<Text<'a>>, D::Error> {
-    Ok(Option::<Borrowed<'a>>::deserialize(deserializer)?.map(|text| text.0))
-}
-
 #[cfg(test)]
 mod tests {
     use serde::Deserialize;

@@ -18,8 +18,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
 
-pub(crate) use list::Borrowed;
-use list::optional_text;
+pub(crate) use crate::json::{Borrowed, optional_text};
 pub(crate) use list::{Fingerprinted, RawList, Text, Walk, fingerprint, hash128, typed_list_text};
 
 #[derive(Deserialize, Default)]
