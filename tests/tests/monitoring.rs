@@ -70,11 +70,9 @@ fn dashboard() -> Value {
 }
 
 fn promtool(args: &[&str], dir: &Path) -> String {
-    let output = match Command::new("promtool")
-        .args(args)
-        .current_dir(dir)
-        .output()
-    {
+    // `make test` names the promtool it fetched; otherwise the one on PATH.
+    let program = std::env::var_os("PROMTOOL").unwrap_or_else(|| "promtool".into());
+    let output = match Command::new(&program).args(args).current_dir(dir).output() {
         Ok(output) => output,
         Err(e) if e.kind() == ErrorKind::NotFound => panic!(
             "promtool is required to test the alerting rules but is not on PATH (nor in \

@@ -184,7 +184,13 @@ async fn second_signal_exits_at_once() {
     let mut process = Process::start(&ca_file, &["--shutdown-delay=60s"]);
     process.signal("TERM");
     wait_readyz(&process, 503, Duration::from_secs(2)).await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Draining, not gone: the first signal is still being honoured with answers.
+    let ca = std::fs::read_to_string(&ca_file).unwrap();
+    let h1 = client_config(&ca, None, &[b"http/1.1"]);
+    let answer = post(process.secure, &h1, "/validate", support::valid_review())
+        .await
+        .unwrap();
+    assert_allowed(&answer);
     assert!(process.running(), "draining for 60 s");
     process.signal("TERM");
     let code = process.wait_exit(Duration::from_secs(3)).await;
