@@ -16,10 +16,7 @@
 
 use serde_json::{Value, json};
 
-/// The members of an AdmissionReview's `request` in the order kube-apiserver writes them (the
-/// field order of Go's `admission/v1.AdmissionRequest`): `resource` before the objects.
-const REQUEST_MEMBER_ORDER: [&str; 15] =
-    include!("../fixtures/admission/request-member-order.json");
+use crate::apiserver_order::apiserver_order;
 
 /// The node the kubelet of every request runs on.
 pub const NODE: &str = "node1";
@@ -245,18 +242,14 @@ pub fn kubelet_csinode_status_access() -> Vec<u8> {
     review.to_string().into_bytes()
 }
 
-/// The review body with the request's members in the order kube-apiserver writes them (the Go
-/// struct's field order: `resource` before `object`), which `serde_json::Value` would sort.
+/// The review body as kube-apiserver writes it (see [`apiserver_order`]).
 fn admission_review(request: Value) -> Vec<u8> {
-    let members: Vec<String> = REQUEST_MEMBER_ORDER
-        .iter()
-        .filter_map(|key| Some(format!("{}:{}", Value::from(*key), request.get(*key)?)))
-        .collect();
-    format!(
-        r#"{{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{{{}}}}}"#,
-        members.join(",")
-    )
-    .into_bytes()
+    let review = json!({
+        "kind": "AdmissionReview",
+        "apiVersion": "admission.k8s.io/v1",
+        "request": request,
+    });
+    apiserver_order(&review).into_bytes()
 }
 
 fn kubelet() -> Value {

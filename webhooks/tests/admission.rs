@@ -212,7 +212,7 @@ async fn member_order_does_not_change_any_answer() {
         let path = format!("/{}", c["endpoint"].as_str().unwrap());
         for profile in ["gate-on", "gate-off"] {
             let app = app(profile);
-            let ordered = apiserver_order(&c["body"]);
+            let ordered = apiserver_order(&c["body"]).into_bytes();
             let sorted = serde_json::to_vec(&c["body"]).unwrap();
             assert_ne!(ordered, sorted, "{}", c["id"]);
             let answer = |body: Vec<u8>| {
@@ -250,7 +250,7 @@ async fn an_object_that_is_not_its_kind_is_a_bad_object_in_either_order() {
     let mut c = case("pod-valid");
     c["body"]["request"]["object"]["status"]["volumeHealth"] = json!([{"name": 7}]);
     for body in [
-        apiserver_order(&c["body"]),
+        apiserver_order(&c["body"]).into_bytes(),
         serde_json::to_vec(&c["body"]).unwrap(),
     ] {
         let (status, answer) = post_bytes(&app("gate-on"), "/validate", body).await;
@@ -300,7 +300,7 @@ async fn arrays_are_never_objects() {
         node(&mut c);
         edit(&mut c["body"]["request"]);
         for body in [
-            apiserver_order(&c["body"]),
+            apiserver_order(&c["body"]).into_bytes(),
             serde_json::to_vec(&c["body"]).unwrap(),
         ] {
             let (status, answer) = post_bytes(&app("gate-on"), "/validate", body).await;

@@ -557,43 +557,21 @@ pub(crate) fn temp_file(dir: &tempfile::TempDir, name: &str) -> PathBuf {
     dir.path().join(name)
 }
 
-/// The members of an AdmissionReview's `request` in the order kube-apiserver writes them (the
-/// field order of Go's `admission/v1.AdmissionRequest`): `resource` before the objects.
-pub(crate) const REQUEST_MEMBER_ORDER: [&str; 15] =
-    include!("../../../tests/fixtures/admission/request-member-order.json");
+// Its items are `pub` for the crate that exports them, `volume-health-tests`.
+#[path = "../../../tests/src/apiserver_order.rs"]
+#[allow(unreachable_pub)]
+mod apiserver_order;
+
+pub(crate) use apiserver_order::apiserver_order;
 
 /// A body as its sender writes it: an AdmissionReview as kube-apiserver does (see
 /// [`apiserver_order`]), anything else as serialized.
 pub(crate) fn wire(body: &Value) -> Vec<u8> {
     if body["request"].is_object() {
-        apiserver_order(body)
+        apiserver_order(body).into_bytes()
     } else {
         serde_json::to_vec(body).expect("serializes")
     }
-}
-
-/// The review with its request's members in kube-apiserver's order (the Go struct's field
-/// order, `resource` before `object`), which `serde_json::Value` would sort.
-pub(crate) fn apiserver_order(review: &Value) -> Vec<u8> {
-    let request = review["request"].as_object().unwrap();
-    let mut keys: Vec<&String> = request.keys().collect();
-    keys.sort_by_key(|k| {
-        REQUEST_MEMBER_ORDER
-            .iter()
-            .position(|o| o == k)
-            .unwrap_or(REQUEST_MEMBER_ORDER.len())
-    });
-    let members: Vec<String> = keys
-        .iter()
-        .map(|k| format!("{}:{}", Value::from(k.as_str()), request[k.as_str()]))
-        .collect();
-    format!(
-        r#"{{"kind":{},"apiVersion":{},"request":{{{}}}}}"#,
-        review["kind"],
-        review["apiVersion"],
-        members.join(",")
-    )
-    .into_bytes()
 }
 
 /// What a test's log subscriber writes.
