@@ -41,13 +41,7 @@ fn app(profile: &str) -> Router {
 }
 
 async fn post_bytes(app: &Router, path: &str, body: Vec<u8>) -> (StatusCode, Value) {
-    let request = Request::post(path)
-        .header("content-type", "application/json")
-        .body(Body::from(body))
-        .unwrap();
-    let response = app.clone().oneshot(request).await.unwrap();
-    let status = response.status();
-    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    let (status, bytes) = support::call(app, path, body).await;
     let value = serde_json::from_slice(&bytes)
         .unwrap_or_else(|_| json!({"raw": String::from_utf8_lossy(&bytes)}));
     (status, value)
@@ -705,13 +699,8 @@ fn app_enforcing(profile: &str, action: EnforcementAction, metrics: Metrics) -> 
 
 /// The answer's exact bytes.
 async fn answer_bytes(app: &Router, path: &str, body: &Value) -> String {
-    let request = Request::post(path)
-        .header("content-type", "application/json")
-        .body(Body::from(wire(body)))
-        .unwrap();
-    let response = app.clone().oneshot(request).await.unwrap();
-    assert_eq!(response.status(), StatusCode::OK);
-    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    let (status, bytes) = support::call(app, path, wire(body)).await;
+    assert_eq!(status, StatusCode::OK);
     String::from_utf8(bytes.to_vec()).unwrap()
 }
 

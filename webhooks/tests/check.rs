@@ -10,11 +10,7 @@ use std::io::Write;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use axum::body::Body;
-use axum::http::Request;
-use http_body_util::BodyExt;
 use serde_json::Value;
-use tower::ServiceExt;
 use volume_health_check::{Checker, Options, OutputFormat, Reporter};
 use volume_health_validation::HealthResource;
 use volume_health_webhooks::enforcement::EnforcementAction;
@@ -42,12 +38,7 @@ async fn webhook(case: &Value) -> Value {
     };
     let app = router(&settings, Metrics::new());
     let path = format!("/{}", case["endpoint"].as_str().unwrap());
-    let request = Request::post(path)
-        .header("content-type", "application/json")
-        .body(Body::from(support::wire(&case["body"])))
-        .unwrap();
-    let response = app.oneshot(request).await.unwrap();
-    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    let (_, bytes) = support::call(&app, &path, support::wire(&case["body"])).await;
     let review: Value = serde_json::from_slice(&bytes).unwrap();
     review["response"].clone()
 }

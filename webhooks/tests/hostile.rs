@@ -10,12 +10,9 @@ mod support;
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::body::Body;
-use axum::http::{Request, StatusCode};
-use http_body_util::BodyExt;
+use axum::http::StatusCode;
 use serde_json::{Value, json};
 use support::case_body;
-use tower::ServiceExt;
 use volume_health_webhooks::metrics::Metrics;
 
 const ENDPOINTS: [&str; 3] = ["/mutate", "/validate", "/authorize"];
@@ -31,13 +28,7 @@ fn gate_off_app() -> Router {
 }
 
 async fn send(app: &Router, path: &str, body: Vec<u8>) -> (StatusCode, Value) {
-    let request = Request::post(path)
-        .header("content-type", "application/json")
-        .body(Body::from(body))
-        .unwrap();
-    let response = app.clone().oneshot(request).await.unwrap();
-    let status = response.status();
-    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    let (status, bytes) = support::call(app, path, body).await;
     let value = serde_json::from_slice(&bytes).unwrap_or_else(|_| {
         panic!(
             "{path}: {status}: not JSON: {}",

@@ -10,12 +10,9 @@ mod support;
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::body::Body;
-use axum::http::{Request, StatusCode};
-use http_body_util::BodyExt;
+use axum::http::StatusCode;
 use peak_alloc::PeakAlloc;
 use serde_json::{Value, json};
-use tower::ServiceExt;
 use volume_health_webhooks::metrics::Metrics;
 
 #[global_allocator]
@@ -148,13 +145,7 @@ fn shapes() -> Vec<Shape> {
 }
 
 async fn send(app: &Router, body: Vec<u8>) -> (StatusCode, Value) {
-    let request = Request::post("/validate")
-        .header("content-type", "application/json")
-        .body(Body::from(body))
-        .unwrap();
-    let response = app.clone().oneshot(request).await.unwrap();
-    let status = response.status();
-    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    let (status, bytes) = support::call(app, "/validate", body).await;
     (status, serde_json::from_slice(&bytes).unwrap())
 }
 

@@ -10,21 +10,15 @@ mod support;
 use support::{Captured, wire};
 
 use axum::Router;
-use axum::body::Body;
-use axum::http::{Request, StatusCode};
+use axum::http::StatusCode;
 use serde_json::{Value, json};
-use tower::ServiceExt;
 use volume_health_webhooks::metrics::Metrics;
 
 const FORGED: &str = "mallory\n2099-01-01T00:00:00.000000Z  INFO admission review decision=\"allowed\"\r\u{1b}[2J\u{7}\u{85}\u{2028}";
 
 async fn post(app: &Router, path: &str, body: Value) {
-    let request = Request::post(path)
-        .header("content-type", "application/json")
-        .body(Body::from(wire(&body)))
-        .unwrap();
-    let response = app.clone().oneshot(request).await.unwrap();
-    assert_eq!(response.status(), StatusCode::OK);
+    let (status, _) = support::call(app, path, wire(&body)).await;
+    assert_eq!(status, StatusCode::OK);
 }
 
 /// A denied review (logged at info) whose uid, resource, name, namespace and user all carry
@@ -66,12 +60,8 @@ async fn send_forgeries(app: &Router) {
 }
 
 async fn post_raw(app: &Router, body: String) {
-    let request = Request::post("/validate")
-        .header("content-type", "application/json")
-        .body(Body::from(body))
-        .unwrap();
-    let response = app.clone().oneshot(request).await.unwrap();
-    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    let (status, _) = support::call(app, "/validate", body).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
 }
 
 #[tokio::test]

@@ -9,11 +9,8 @@ use std::time::Duration;
 mod support;
 
 use axum::Router;
-use axum::body::Body;
-use axum::http::{Request, StatusCode};
-use serde_json::Value;
-use support::{Captured, wire};
-use tower::ServiceExt;
+use axum::http::StatusCode;
+use support::{Captured, case_body, wire};
 use volume_health_webhooks::enforcement::EnforcementAction;
 use volume_health_webhooks::gates::FeatureGates;
 use volume_health_webhooks::metrics::Metrics;
@@ -37,19 +34,9 @@ fn app(deny_on_mismatch: bool) -> Router {
     router(&settings(deny_on_mismatch), Metrics::new())
 }
 
-fn case(id: &str) -> Value {
-    let text = include_str!("../../tests/fixtures/admission/cases.json");
-    let cases: Vec<Value> = serde_json::from_str(text).unwrap();
-    cases.into_iter().find(|c| c["id"] == id).unwrap()
-}
-
 async fn post(app: &Router, path: &str, id: &str) {
-    let request = Request::post(path)
-        .header("content-type", "application/json")
-        .body(Body::from(wire(&case(id)["body"])))
-        .unwrap();
-    let response = app.clone().oneshot(request).await.unwrap();
-    assert_eq!(response.status(), StatusCode::OK, "{id}");
+    let (status, _) = support::call(app, path, wire(&case_body(id))).await;
+    assert_eq!(status, StatusCode::OK, "{id}");
 }
 
 impl Captured {

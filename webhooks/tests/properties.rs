@@ -10,14 +10,11 @@
 mod support;
 
 use axum::Router;
-use axum::body::{Body, Bytes};
-use axum::http::{Request, StatusCode};
+use axum::http::StatusCode;
 use base64::Engine;
-use http_body_util::BodyExt;
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 use support::{apiserver_order, case_body};
-use tower::ServiceExt;
 use volume_health_webhooks::metrics::Metrics;
 
 const ENDPOINTS: [&str; 3] = ["/mutate", "/validate", "/authorize"];
@@ -43,19 +40,6 @@ fn block_on<T>(future: impl std::future::Future<Output = T>) -> T {
         .build()
         .unwrap()
         .block_on(future)
-}
-
-async fn send(app: &Router, path: &str, body: Vec<u8>) -> (StatusCode, Bytes) {
-    let request = Request::post(path)
-        .header("content-type", "application/json")
-        .body(Body::from(body))
-        .unwrap();
-    let response = app.clone().oneshot(request).await.unwrap();
-    let status = response.status();
-    (
-        status,
-        response.into_body().collect().await.unwrap().to_bytes(),
-    )
 }
 
 /// Keys the handlers look for, mixed with arbitrary ones.
@@ -160,9 +144,9 @@ proptest! {
             for gate in [true, false] {
                 let app = app(gate);
                 for path in ENDPOINTS {
-                    let (status, body) = send(&app, path, serde_json::to_vec(&value).unwrap()).await;
+                    let (status, body) = support::call(&app, path, serde_json::to_vec(&value).unwrap()).await;
                     check_sane(path, status, &body)?;
-                    let (status, body) = send(&app, path, bytes.clone()).await;
+                    let (status, body) = support::call(&app, path, bytes.clone()).await;
                     check_sane(path, status, &body)?;
                 }
             }
@@ -188,11 +172,11 @@ proptest! {
         let app = app(gate);
         block_on(async {
             for path in ["/mutate", "/validate"] {
-                let (status, body) = send(&app, path, serde_json::to_vec(&review).unwrap()).await;
+                let (status, body) = support::call(&app, path, serde_json::to_vec(&review).unwrap()).await;
                 // With `resource` first, as the apiserver writes it, the objects are read in
                 // the same pass as the review; the answer is the same, byte for byte (a bad
                 // review's message names a position in the body, which moves with the order).
-                let (ordered_status, ordered_body) = send(&app, path, apiserver_order(&review).into_bytes()).await;
+                let (ordered_status, ordered_body) = support::call(&app, path, apiserver_order(&review).into_bytes()).await;
                 prop_assert_eq!(ordered_status, status, "{} in the apiserver's order", path);
                 if status == StatusCode::OK {
                     prop_assert_eq!(&ordered_body, &body, "{} in the apiserver's order", path);
@@ -228,7 +212,7 @@ proptest! {
             review["spec"] = value;
         }
         block_on(async {
-            let (status, body) = send(&app(true), "/authorize", serde_json::to_vec(&review).unwrap()).await;
+            let (status, body) = support::call(&app(true), "/authorize", serde_json::to_vec(&review).unwrap()).await;
             let answer = check_sane("/authorize", status, &body)?;
             if status == StatusCode::OK {
                 prop_assert_eq!(&answer["kind"], "SubjectAccessReview");
@@ -386,7 +370,7 @@ proptest! {
     ) {
         let sent = review(resource, new.clone(), old.clone(), extra);
         let (_, pointer) = RESOURCES[resource];
-        let (status, body) = block_on(send(&app(false), "/mutate", serde_json::to_vec(&sent).unwrap()));
+        let (status, body) = block_on(support::call(&app(false), "/mutate", serde_json::to_vec(&sent).unwrap()));
         prop_assert_eq!(status, StatusCode::OK);
         let answer: Value = serde_json::from_slice(&body).unwrap();
         let response = &answer["response"];
@@ -428,9 +412,9 @@ proptest! {
         block_on(async {
             for path in ["/validate", "/mutate"] {
                 let first_app = app(gate);
-                let first = send(&first_app, path, body.clone()).await;
-                let again = send(&first_app, path, body.clone()).await;
-                let other = send(&app(gate), path, body.clone()).await;
+                let first = support::call(&first_app, path, body.clone()).await;
+                let again = support::call(&first_app, path, body.clone()).await;
+                let other = support::call(&app(gate), path, body.clone()).await;
                 check_sane(path, first.0, &first.1)?;
                 prop_assert_eq!(&first, &again, "{}", path);
                 prop_assert_eq!(&first, &other, "{}", path);

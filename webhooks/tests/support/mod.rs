@@ -247,6 +247,29 @@ pub(crate) async fn post(
     post_on(stream, path, body).await
 }
 
+/// One request through the router in-process: `body` POSTed to `path` as JSON; the answer's
+/// status and whole body.
+pub(crate) async fn call(
+    app: &axum::Router,
+    path: &str,
+    body: impl Into<axum::body::Body>,
+) -> (StatusCode, Bytes) {
+    use tower::ServiceExt;
+    let request = http::Request::post(path)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(body.into())
+        .expect("a valid request");
+    let response = app.clone().oneshot(request).await.expect("infallible");
+    let status = response.status();
+    let bytes = response
+        .into_body()
+        .collect()
+        .await
+        .expect("the body is read")
+        .to_bytes();
+    (status, bytes)
+}
+
 /// A recorded request body by case id, from the admission fixtures.
 pub(crate) fn case_body(id: &str) -> Value {
     let cases: Vec<Value> =
