@@ -13,13 +13,10 @@
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::{Body, Bytes};
-use axum::http::{Request, header};
+use axum::body::Bytes;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use http_body_util::BodyExt;
-use tower::ServiceExt;
 use volume_health_tests::baseline::{self, BodyCheck, MAX_REQUEST_BYTES};
-use volume_health_tests::bench_requests;
+use volume_health_tests::{bench_requests, router_call};
 use volume_health_webhooks::enforcement::EnforcementAction;
 use volume_health_webhooks::gates::FeatureGates;
 use volume_health_webhooks::metrics::Metrics;
@@ -42,13 +39,9 @@ fn server() -> Router {
 
 /// One request through `app`, answer read whole.
 async fn call(app: &Router, path: &'static str, body: &Bytes) -> Bytes {
-    let request = Request::post(path)
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(Body::from(body.clone()))
-        .unwrap();
-    let response = app.clone().oneshot(request).await.unwrap();
-    assert!(response.status().is_success());
-    response.into_body().collect().await.unwrap().to_bytes()
+    let (status, answer) = router_call::call(app, path, body.clone()).await;
+    assert!(status.is_success());
+    answer
 }
 
 fn handlers(c: &mut Criterion) {

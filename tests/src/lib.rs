@@ -4,3 +4,4 @@
 pub mod apiserver_order;
 pub mod baseline;
 pub mod bench_requests;
+pub mod router_call;

@@ -6,13 +6,11 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use axum::body::Body;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use clap::Parser;
-use http_body_util::BodyExt;
 use serde_json::{Value, json};
-use tower::ServiceExt;
+use volume_health_tests::router_call::call;
 use volume_health_webhooks::config::{Cli, Command};
 use volume_health_webhooks::metrics::Metrics;
 use volume_health_webhooks::{Settings, router};
@@ -42,21 +40,10 @@ fn settings(gate: bool) -> Settings {
 }
 
 async fn answer(endpoint: &str, gate: bool, review: &Value) -> Value {
-    let request = axum::http::Request::post(format!("/{endpoint}"))
-        .header("content-type", "application/json")
-        .body(Body::from(serde_json::to_vec(review).expect("JSON")))
-        .expect("request");
-    let response = router(&settings(gate), Metrics::new())
-        .oneshot(request)
-        .await
-        .expect("an answer");
-    assert_eq!(response.status(), 200, "{endpoint}");
-    let body = response
-        .into_body()
-        .collect()
-        .await
-        .expect("body")
-        .to_bytes();
+    let app = router(&settings(gate), Metrics::new());
+    let body = serde_json::to_vec(review).expect("JSON");
+    let (status, body) = call(&app, &format!("/{endpoint}"), body).await;
+    assert_eq!(status, 200, "{endpoint}");
     serde_json::from_slice(&body).expect("a JSON answer")
 }
 

@@ -41,7 +41,7 @@ fn app(profile: &str) -> Router {
 }
 
 async fn post_bytes(app: &Router, path: &str, body: Vec<u8>) -> (StatusCode, Value) {
-    let (status, bytes) = support::call(app, path, body).await;
+    let (status, bytes) = support::router_call::call(app, path, body).await;
     let value = serde_json::from_slice(&bytes)
         .unwrap_or_else(|_| json!({"raw": String::from_utf8_lossy(&bytes)}));
     (status, value)
@@ -699,7 +699,7 @@ fn app_enforcing(profile: &str, action: EnforcementAction, metrics: Metrics) -> 
 
 /// The answer's exact bytes.
 async fn answer_bytes(app: &Router, path: &str, body: &Value) -> String {
-    let (status, bytes) = support::call(app, path, wire(body)).await;
+    let (status, bytes) = support::router_call::call(app, path, wire(body)).await;
     assert_eq!(status, StatusCode::OK);
     String::from_utf8(bytes.to_vec()).unwrap()
 }

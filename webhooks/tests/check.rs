@@ -38,7 +38,7 @@ async fn webhook(case: &Value) -> Value {
     };
     let app = router(&settings, Metrics::new());
     let path = format!("/{}", case["endpoint"].as_str().unwrap());
-    let (_, bytes) = support::call(&app, &path, support::wire(&case["body"])).await;
+    let (_, bytes) = support::router_call::call(&app, &path, support::wire(&case["body"])).await;
     let review: Value = serde_json::from_slice(&bytes).unwrap();
     review["response"].clone()
 }

@@ -28,7 +28,7 @@ fn gate_off_app() -> Router {
 }
 
 async fn send(app: &Router, path: &str, body: Vec<u8>) -> (StatusCode, Value) {
-    let (status, bytes) = support::call(app, path, body).await;
+    let (status, bytes) = support::router_call::call(app, path, body).await;
     let value = serde_json::from_slice(&bytes).unwrap_or_else(|_| {
         panic!(
             "{path}: {status}: not JSON: {}",

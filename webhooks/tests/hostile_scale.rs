@@ -145,7 +145,7 @@ fn shapes() -> Vec<Shape> {
 }
 
 async fn send(app: &Router, body: Vec<u8>) -> (StatusCode, Value) {
-    let (status, bytes) = support::call(app, "/validate", body).await;
+    let (status, bytes) = support::router_call::call(app, "/validate", body).await;
     (status, serde_json::from_slice(&bytes).unwrap())
 }
 

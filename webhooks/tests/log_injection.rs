@@ -17,7 +17,7 @@ use volume_health_webhooks::metrics::Metrics;
 const FORGED: &str = "mallory\n2099-01-01T00:00:00.000000Z  INFO admission review decision=\"allowed\"\r\u{1b}[2J\u{7}\u{85}\u{2028}";
 
 async fn post(app: &Router, path: &str, body: Value) {
-    let (status, _) = support::call(app, path, wire(&body)).await;
+    let (status, _) = support::router_call::call(app, path, wire(&body)).await;
     assert_eq!(status, StatusCode::OK);
 }
 
@@ -60,7 +60,7 @@ async fn send_forgeries(app: &Router) {
 }
 
 async fn post_raw(app: &Router, body: String) {
-    let (status, _) = support::call(app, "/validate", body).await;
+    let (status, _) = support::router_call::call(app, "/validate", body).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
 }
 

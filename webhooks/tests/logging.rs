@@ -35,7 +35,7 @@ fn app(deny_on_mismatch: bool) -> Router {
 }
 
 async fn post(app: &Router, path: &str, id: &str) {
-    let (status, _) = support::call(app, path, wire(&case_body(id))).await;
+    let (status, _) = support::router_call::call(app, path, wire(&case_body(id))).await;
     assert_eq!(status, StatusCode::OK, "{id}");
 }
 

@@ -144,9 +144,9 @@ proptest! {
             for gate in [true, false] {
                 let app = app(gate);
                 for path in ENDPOINTS {
-                    let (status, body) = support::call(&app, path, serde_json::to_vec(&value).unwrap()).await;
+                    let (status, body) = support::router_call::call(&app, path, serde_json::to_vec(&value).unwrap()).await;
                     check_sane(path, status, &body)?;
-                    let (status, body) = support::call(&app, path, bytes.clone()).await;
+                    let (status, body) = support::router_call::call(&app, path, bytes.clone()).await;
                     check_sane(path, status, &body)?;
                 }
             }
@@ -172,11 +172,11 @@ proptest! {
         let app = app(gate);
         block_on(async {
             for path in ["/mutate", "/validate"] {
-                let (status, body) = support::call(&app, path, serde_json::to_vec(&review).unwrap()).await;
+                let (status, body) = support::router_call::call(&app, path, serde_json::to_vec(&review).unwrap()).await;
                 // With `resource` first, as the apiserver writes it, the objects are read in
                 // the same pass as the review; the answer is the same, byte for byte (a bad
                 // review's message names a position in the body, which moves with the order).
-                let (ordered_status, ordered_body) = support::call(&app, path, apiserver_order(&review).into_bytes()).await;
+                let (ordered_status, ordered_body) = support::router_call::call(&app, path, apiserver_order(&review).into_bytes()).await;
                 prop_assert_eq!(ordered_status, status, "{} in the apiserver's order", path);
                 if status == StatusCode::OK {
                     prop_assert_eq!(&ordered_body, &body, "{} in the apiserver's order", path);
@@ -212,7 +212,7 @@ proptest! {
             review["spec"] = value;
         }
         block_on(async {
-            let (status, body) = support::call(&app(true), "/authorize", serde_json::to_vec(&review).unwrap()).await;
+            let (status, body) = support::router_call::call(&app(true), "/authorize", serde_json::to_vec(&review).unwrap()).await;
             let answer = check_sane("/authorize", status, &body)?;
             if status == StatusCode::OK {
                 prop_assert_eq!(&answer["kind"], "SubjectAccessReview");
@@ -370,7 +370,7 @@ proptest! {
     ) {
         let sent = review(resource, new.clone(), old.clone(), extra);
         let (_, pointer) = RESOURCES[resource];
-        let (status, body) = block_on(support::call(&app(false), "/mutate", serde_json::to_vec(&sent).unwrap()));
+        let (status, body) = block_on(support::router_call::call(&app(false), "/mutate", serde_json::to_vec(&sent).unwrap()));
         prop_assert_eq!(status, StatusCode::OK);
         let answer: Value = serde_json::from_slice(&body).unwrap();
         let response = &answer["response"];
@@ -412,9 +412,9 @@ proptest! {
         block_on(async {
             for path in ["/validate", "/mutate"] {
                 let first_app = app(gate);
-                let first = support::call(&first_app, path, body.clone()).await;
-                let again = support::call(&first_app, path, body.clone()).await;
-                let other = support::call(&app(gate), path, body.clone()).await;
+                let first = support::router_call::call(&first_app, path, body.clone()).await;
+                let again = support::router_call::call(&first_app, path, body.clone()).await;
+                let other = support::router_call::call(&app(gate), path, body.clone()).await;
                 check_sane(path, first.0, &first.1)?;
                 prop_assert_eq!(&first, &again, "{}", path);
                 prop_assert_eq!(&first, &other, "{}", path);

@@ -247,29 +247,6 @@ pub(crate) async fn post(
     post_on(stream, path, body).await
 }
 
-/// One request through the router in-process: `body` POSTed to `path` as JSON; the answer's
-/// status and whole body.
-pub(crate) async fn call(
-    app: &axum::Router,
-    path: &str,
-    body: impl Into<axum::body::Body>,
-) -> (StatusCode, Bytes) {
-    use tower::ServiceExt;
-    let request = http::Request::post(path)
-        .header(http::header::CONTENT_TYPE, "application/json")
-        .body(body.into())
-        .expect("a valid request");
-    let response = app.clone().oneshot(request).await.expect("infallible");
-    let status = response.status();
-    let bytes = response
-        .into_body()
-        .collect()
-        .await
-        .expect("the body is read")
-        .to_bytes();
-    (status, bytes)
-}
-
 /// A recorded request body by case id, from the admission fixtures.
 pub(crate) fn case_body(id: &str) -> Value {
     let cases: Vec<Value> =
@@ -580,10 +557,14 @@ pub(crate) fn temp_file(dir: &tempfile::TempDir, name: &str) -> PathBuf {
     dir.path().join(name)
 }
 
-// Its items are `pub` for the crate that exports them, `volume-health-tests`.
+// The workspace's one copy of each, from `volume-health-tests`, which depends on this crate;
+// their items are `pub` for it.
 #[path = "../../../tests/src/apiserver_order.rs"]
 #[allow(unreachable_pub)]
 mod apiserver_order;
+#[path = "../../../tests/src/router_call.rs"]
+#[allow(unreachable_pub)]
+pub(crate) mod router_call;
 
 pub(crate) use apiserver_order::apiserver_order;
 
