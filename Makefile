@@ -18,8 +18,10 @@ TOOLS := $(TARGET_DIR)/tools
 PROMTOOL ?= $(or $(shell command -v promtool),$(abspath $(TOOLS))/usr/bin/promtool)
 
 # The apiserver conformance suite CI runs against the release binary; in CI it sits next to
-# the checkout.
+# the checkout. Its cases: the contract's, and requests whose answers were recorded from a real
+# kube-apiserver v1.37.2.
 CONFORMANCE ?= ../shared/conformance/run.py
+CONFORMANCE_CASES ?= $(addprefix $(dir $(CONFORMANCE)),cases.json upstream-v1.37.2.json)
 
 # `make bench BENCH=validate` runs the benchmarks whose names contain `validate` (a criterion
 # filter; for the load benchmark, an endpoint); `make bench QUICK=1` measures briefly.
@@ -74,7 +76,7 @@ release:
 ## conformance: what CI runs after `make test`: the apiserver conformance suite against the
 ## release binary
 conformance: release
-	python3 $(CONFORMANCE) --binary $(BIN)
+	python3 $(CONFORMANCE) --binary $(BIN) --cases $(CONFORMANCE_CASES)
 
 ## bench: criterion micro-benchmarks (validation; handlers in-process), the end-to-end load
 ## benchmark (next to a plain and a strict JSON baseline, with its targets), `check` on a

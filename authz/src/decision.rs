@@ -7,9 +7,11 @@ use volume_health_validation::{CSINODE_OTHER_NODE, GoQuoted};
 
 /// Reason for a verb a node may not use on CSINodes (upstream text).
 pub const REASON_VERBS: &str = "can only get, create, update, patch, or delete a CSINode";
-/// Reason for a subresource other than an enabled `status` (upstream text).
+/// Reason for a subresource other than `status`, whatever the verb (upstream text).
 pub const REASON_SUBRESOURCES: &str = "cannot authorize CSINode subresources";
-/// Reason for a verb a node may not use on `csinodes/status`.
+/// Reason for `csinodes/status` while the gate is off (upstream text).
+pub const REASON_STATUS_GATED: &str = "CSINode status access requires CSIVolumeHealth feature";
+/// Reason for a verb a node may not use on `csinodes/status` (upstream text).
 pub const REASON_STATUS_VERBS: &str = "can only get, update, or patch CSINode status";
 
 /// Settings of the authorizer.
@@ -86,24 +88,31 @@ pub fn decide<S: AsRef<str>>(
     let Some(node) = volume_health_validation::node_name(user, groups) else {
         return Decision::no_opinion("");
     };
-    let Some(attrs) = resource else {
-        return Decision::no_opinion("");
-    };
-    if attrs.group != "storage.k8s.io" || attrs.resource != "csinodes" {
-        return Decision::no_opinion("");
-    }
+    // As the Node authorizer, before it looks at what is asked for.
     if node.is_empty() {
         return Decision::NoOpinion(Cow::Owned(format!(
             "unknown node for user {}",
             GoQuoted(user)
         )));
     }
-    if !matches!(attrs.verb, "get" | "create" | "update" | "patch" | "delete") {
-        return Decision::no_opinion(REASON_VERBS);
+    let Some(attrs) = resource else {
+        return Decision::no_opinion("");
+    };
+    if attrs.group != "storage.k8s.io" || attrs.resource != "csinodes" {
+        return Decision::no_opinion("");
     }
+    // `authorizeCSINode` (plugin/pkg/auth/authorizer/node/node_authorizer.go): the verbs allowed
+    // depend on the subresource.
     match attrs.subresource {
-        "" => {}
-        "status" if policy.gate_enabled => {
+        "" => {
+            if !matches!(attrs.verb, "get" | "create" | "update" | "patch" | "delete") {
+                return Decision::no_opinion(REASON_VERBS);
+            }
+        }
+        "status" => {
+            if !policy.gate_enabled {
+                return Decision::no_opinion(REASON_STATUS_GATED);
+            }
             if !matches!(attrs.verb, "get" | "update" | "patch") {
                 return Decision::no_opinion(REASON_STATUS_VERBS);
             }

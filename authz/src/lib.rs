@@ -21,8 +21,8 @@ mod decision;
 mod review;
 
 pub use decision::{
-    AuthzPolicy, Decision, REASON_STATUS_VERBS, REASON_SUBRESOURCES, REASON_VERBS, Reason,
-    ResourceAttributes, decide,
+    AuthzPolicy, Decision, REASON_STATUS_GATED, REASON_STATUS_VERBS, REASON_SUBRESOURCES,
+    REASON_VERBS, Reason, ResourceAttributes, decide,
 };
 pub use review::{Answer, RequestAttributes, ReviewError, review};
 /// Reason for another node's CSINode: the upstream text, shared with the NodeRestriction rules.

@@ -6,8 +6,8 @@
 
 use serde_json::{Value, json};
 use volume_health_authz::{
-    AuthzPolicy, CSINODE_OTHER_NODE, Decision, REASON_STATUS_VERBS, REASON_SUBRESOURCES,
-    REASON_VERBS, ReviewError, review,
+    AuthzPolicy, CSINODE_OTHER_NODE, Decision, REASON_STATUS_GATED, REASON_STATUS_VERBS,
+    REASON_SUBRESOURCES, REASON_VERBS, ReviewError, review,
 };
 
 const GATE_ON: AuthzPolicy = AuthzPolicy {
@@ -127,7 +127,13 @@ fn spec_table() {
             GATE_ON,
             no_opinion("unknown node for user \"system:node:\""),
         ),
-        // 2. verbs
+        // ... whatever it asks for: the Node authorizer checks the name first.
+        (
+            sar("system:node:", NODE_GROUPS, "get", "", "pods", "", "foo"),
+            GATE_ON,
+            no_opinion("unknown node for user \"system:node:\""),
+        ),
+        // 2. verbs of the object itself
         (node1("list", "", ""), GATE_ON, no_opinion(REASON_VERBS)),
         (node1("watch", "", ""), GATE_ON, no_opinion(REASON_VERBS)),
         (
@@ -135,28 +141,49 @@ fn spec_table() {
             GATE_ON,
             no_opinion(REASON_VERBS),
         ),
+        // 3. status: the gate, then its verbs
+        (
+            node1("update", "status", "node1"),
+            GATE_OFF,
+            no_opinion(REASON_STATUS_GATED),
+        ),
+        (
+            node1("get", "status", "node1"),
+            GATE_OFF,
+            no_opinion(REASON_STATUS_GATED),
+        ),
+        (
+            node1("list", "status", ""),
+            GATE_OFF,
+            no_opinion(REASON_STATUS_GATED),
+        ),
         (
             node1("escalate", "status", "node1"),
             GATE_ON,
-            no_opinion(REASON_VERBS),
+            no_opinion(REASON_STATUS_VERBS),
         ),
-        // 3. subresources
+        (
+            node1("list", "status", ""),
+            GATE_ON,
+            no_opinion(REASON_STATUS_VERBS),
+        ),
+        // 4. other subresources, whatever the verb
         (
             node1("get", "finalizers", "node1"),
             GATE_ON,
             no_opinion(REASON_SUBRESOURCES),
         ),
         (
-            node1("update", "status", "node1"),
-            GATE_OFF,
+            node1("watch", "foo", "node1"),
+            GATE_ON,
             no_opinion(REASON_SUBRESOURCES),
         ),
         (
-            node1("get", "status", "node1"),
+            node1("deletecollection", "foo", ""),
             GATE_OFF,
             no_opinion(REASON_SUBRESOURCES),
         ),
-        // 4. status verbs
+        // status verbs
         (
             node1("create", "status", "node1"),
             GATE_ON,

@@ -128,6 +128,7 @@ impl<W: Write> Checker<W> {
         let policy = RestrictionPolicy {
             gate_enabled: options.gate_enabled,
             pvc_health_writers: None,
+            storage_condition_identity: Default::default(),
         };
         Checker {
             progress: Progress::new(options.progress),

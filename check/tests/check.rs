@@ -121,12 +121,19 @@ fn old_objects_ratchet_what_was_already_there() {
     let run = run(&[DUMP], &[OLD], Options::default(), OutputFormat::Text);
     golden("dump-over-old.txt", &run.report);
     // web-1's unsupported status was already in the old pod and is kept; its volume name is a
-    // handwritten check and is never ratcheted. data-web-1's duplicate was already there.
+    // handwritten check and is never ratcheted, nor is any CSINode check (node-2's volume mode).
+    // data-web-1's duplicate was already there.
     assert!(
         run.report
             .contains("Pod/shop/web-1: status.volumeHealth[0].name: Not found")
     );
-    assert!(!run.report.contains("Unsupported value"));
+    assert!(
+        !run.report
+            .contains("Pod/shop/web-1: status.volumeHealth[1]")
+    );
+    assert!(run.report.contains(
+        "CSINode/node-2: status.storageHealth[0].healthConditions[0].volumeMode: Unsupported value"
+    ));
     assert!(!run.report.contains("data-web-1"));
     assert_eq!(run.summary.invalid, 2);
     let json = self::run(&[DUMP], &[OLD], Options::default(), OutputFormat::Json);
@@ -184,7 +191,7 @@ fn with_the_gate_off_the_report_says_what_is_dropped() {
     assert!(
         as_node
             .report
-            .contains("CSINode/node-1: csinodes.storage.k8s.io \"node-1\" is forbidden: csinodes/status is disabled by feature gate CSIVolumeHealth"),
+            .contains("CSINode/node-1: csinodes.storage.k8s.io \"node-1\" is forbidden: CSIVolumeHealth feature gate is disabled"),
         "{}",
         as_node.report
     );
@@ -340,6 +347,7 @@ fn objects_without_the_field_get_the_librarys_answer() {
         let policy = RestrictionPolicy {
             gate_enabled,
             pvc_health_writers: None,
+            storage_condition_identity: Default::default(),
         };
         for (resource, text) in objects {
             let raw = RawValue::from_string(text.to_owned()).unwrap();

@@ -29,6 +29,7 @@ fn server() -> Router {
         },
         authz_deny_on_mismatch: false,
         pvc_health_writers: None,
+        storage_condition_identity: Default::default(),
         enforcement_action: EnforcementAction::Deny,
         max_request_bytes: MAX_REQUEST_BYTES,
         max_in_flight_bytes: 64 * MAX_REQUEST_BYTES,

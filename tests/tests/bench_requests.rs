@@ -15,6 +15,7 @@ fn admission_requests_are_read_in_one_pass_and_allowed() {
     let policy = RestrictionPolicy {
         gate_enabled: true,
         pvc_health_writers: None,
+        storage_condition_identity: Default::default(),
     };
     for (body, resource, size) in [
         (

@@ -102,6 +102,7 @@ fn bench_pod_status(c: &mut Criterion, name: &str, new: &Value, old: &Value) {
     let policy = RestrictionPolicy {
         gate_enabled: true,
         pvc_health_writers: None,
+        storage_condition_identity: Default::default(),
     };
     assert_eq!(request().validate(&policy).unwrap(), Verdict::Allowed);
 

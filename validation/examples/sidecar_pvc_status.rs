@@ -69,6 +69,7 @@ async fn main() -> anyhow::Result<()> {
     let policy = RestrictionPolicy {
         gate_enabled: true,
         pvc_health_writers: None,
+        storage_condition_identity: Default::default(),
     };
     // A denial comes with the Status the apiserver would answer with, message and all.
     if let Some(denied) = request

@@ -1,10 +1,19 @@
-//! Health condition lists: the rules shared by PVC, Pod and CSINode health.
+//! Health conditions: volume conditions (PVC `status.healthStatus.healthConditions`, Pod
+//! `status.volumeHealth[i].healthConditions`) and storage conditions (CSINode
+//! `status.storageHealth[i].healthConditions`).
+//!
+//! Each function names the upstream code it follows: `validation.go` is
+//! `pkg/apis/core/validation/validation.go`, `zz_generated` is
+//! `pkg/apis/core/v1/zz_generated.validations.go` (generated from the `+k8s:` tags of
+//! `k8s.io/api/core/v1/types.go`), `storage/validation.go` is
+//! `pkg/apis/storage/validation/validation.go`, all of Kubernetes v1.37.2.
 
-use serde::Deserialize;
+use std::borrow::Cow;
 
 use crate::field::{ErrorKind, Errors, LengthUnit, Path};
 use crate::names::{CONDITION_REASON_DETAIL, is_condition_reason};
-use crate::view::{Fingerprinted, RawList, StorageConditionView, VolumeConditionView, Walk};
+use crate::render;
+use crate::view::{RawList, StorageConditionView, VolumeConditionView, Walk};
 
 /// Most conditions one health entry may carry.
 pub const MAX_HEALTH_CONDITIONS: usize = 16;
@@ -12,127 +21,37 @@ pub const MAX_HEALTH_CONDITIONS: usize = 16;
 pub const MAX_VOLUME_REASON_BYTES: usize = 256;
 /// Longest volume condition message, in bytes.
 pub const MAX_VOLUME_MESSAGE_BYTES: usize = 1024;
-/// Longest storage condition reason, in characters.
-pub const MAX_STORAGE_REASON_CHARS: usize = 256;
-/// Longest storage condition message, in characters.
-pub const MAX_STORAGE_MESSAGE_CHARS: usize = 1024;
+/// Longest storage condition reason, in bytes.
+pub const MAX_STORAGE_REASON_BYTES: usize = 256;
+/// Longest storage condition message, in bytes.
+pub const MAX_STORAGE_MESSAGE_BYTES: usize = 1024;
 
-/// Supported `VolumeHealthCondition.status` values, sorted.
+/// Supported `VolumeHealthCondition.status` values, sorted (as `validate.Enum` lists them).
 pub const VOLUME_HEALTH_STATUSES: &[&str] = &["DataLoss", "Degraded", "Inaccessible"];
-/// Supported `StorageHealthCondition.status` values, sorted.
+/// Supported `StorageHealthCondition.status` values, sorted (`sets.List`).
 pub const STORAGE_HEALTH_STATUSES: &[&str] = &["StorageDegraded", "StorageUnreachable"];
-/// Supported `StorageHealthCondition.accessMode` values, sorted.
+/// Supported `StorageHealthCondition.accessMode` values, sorted (`sets.List`).
 pub const ACCESS_MODES: &[&str] = &[
     "ReadOnlyMany",
     "ReadWriteMany",
     "ReadWriteOnce",
     "ReadWriteOncePod",
 ];
-/// Supported `StorageHealthCondition.volumeMode` values, sorted.
-pub const VOLUME_MODES: &[&str] = &["Block", "Filesystem"];
+/// Supported `StorageHealthCondition.volumeMode` values, in the order upstream's literal lists
+/// them (not sorted).
+pub const VOLUME_MODES: &[&str] = &["Filesystem", "Block"];
 
-/// A condition type with the (status, reason) key and the field rules of its kind: volume
-/// conditions count bytes, storage conditions count characters and carry two more enums.
-pub(crate) trait HealthCondition<'a>:
-    PartialEq + Clone + Deserialize<'a> + Fingerprinted
-{
-    /// Supported `status` values, sorted.
-    const STATUSES: &'static [&'static str];
-    /// What the length limits count.
-    const UNIT: LengthUnit;
-    /// Longest `reason`.
-    const MAX_REASON: usize;
-    /// Longest `message`.
-    const MAX_MESSAGE: usize;
-
-    fn status(&self) -> &str;
-    fn reason(&self) -> &str;
-    fn message(&self) -> Option<&str>;
-
-    /// Declarative checks of the fields after `message`, in field order.
-    fn check_more_fields(&self, _path: &Path<'_>, _errors: &mut Errors) {}
-
-    /// Declarative checks of every field, in field order.
-    fn check_fields(&self, path: &Path<'_>, errors: &mut Errors) {
-        check_enum(&path.child("status"), self.status(), Self::STATUSES, errors);
-        let reason = self.reason();
-        let reason_path = path.child("reason");
-        if reason.is_empty() {
-            errors.declarative(&reason_path, ErrorKind::Required);
-        } else {
-            check_length(&reason_path, reason, Self::MAX_REASON, Self::UNIT, errors);
-        }
-        if let Some(message) = self.message() {
-            check_length(
-                &path.child("message"),
-                message,
-                Self::MAX_MESSAGE,
-                Self::UNIT,
-                errors,
-            );
-        }
-        self.check_more_fields(path, errors);
-    }
-}
-
-impl<'a> HealthCondition<'a> for VolumeConditionView<'a> {
-    const STATUSES: &'static [&'static str] = VOLUME_HEALTH_STATUSES;
-    const UNIT: LengthUnit = LengthUnit::Bytes;
-    const MAX_REASON: usize = MAX_VOLUME_REASON_BYTES;
-    const MAX_MESSAGE: usize = MAX_VOLUME_MESSAGE_BYTES;
-
-    fn status(&self) -> &str {
-        &self.status
-    }
-
-    fn reason(&self) -> &str {
-        &self.reason
-    }
-
-    fn message(&self) -> Option<&str> {
-        self.message.as_deref()
-    }
-}
-
-impl<'a> HealthCondition<'a> for StorageConditionView<'a> {
-    const STATUSES: &'static [&'static str] = STORAGE_HEALTH_STATUSES;
-    const UNIT: LengthUnit = LengthUnit::Characters;
-    const MAX_REASON: usize = MAX_STORAGE_REASON_CHARS;
-    const MAX_MESSAGE: usize = MAX_STORAGE_MESSAGE_CHARS;
-
-    fn status(&self) -> &str {
-        &self.status
-    }
-
-    fn reason(&self) -> &str {
-        &self.reason
-    }
-
-    fn message(&self) -> Option<&str> {
-        self.message.as_deref()
-    }
-
-    fn check_more_fields(&self, path: &Path<'_>, errors: &mut Errors) {
-        // Optional enums: set means checked, even when set to "".
-        if let Some(mode) = &self.access_mode {
-            check_supported(&path.child("accessMode"), mode, ACCESS_MODES, errors);
-        }
-        if let Some(mode) = &self.volume_mode {
-            check_supported(&path.child("volumeMode"), mode, VOLUME_MODES, errors);
-        }
-    }
-}
-
-/// A `healthConditions` list as read: `None` when absent or `null`, which the rules treat as
-/// empty.
+/// A `healthConditions` list as read: `None` when absent or `null`. The rules treat it as empty,
+/// and an old list that is not there as an empty old list: apimachinery's ratcheting gives the
+/// same answers for both.
 pub(crate) type Conditions<'l, 'a, C> = Option<&'l RawList<'a, C>>;
 
 fn count<C>(list: Conditions<'_, '_, C>) -> usize {
     list.map_or(0, RawList::len)
 }
 
-/// Equal item for item; absent and empty are the same list.
-fn same_list<C: PartialEq + Fingerprinted>(
+/// Equal item for item; absent and empty are the same list (`equality.Semantic.DeepEqual`).
+pub(crate) fn same_list<C: PartialEq + crate::view::Fingerprinted>(
     a: Conditions<'_, '_, C>,
     b: Conditions<'_, '_, C>,
 ) -> bool {
@@ -142,129 +61,263 @@ fn same_list<C: PartialEq + Fingerprinted>(
     }
 }
 
-/// Validates one `healthConditions` list at `path` against the same list in the old object
-/// (`old` is `None` when there is nothing to ratchet against).
-///
-/// Over [`MAX_HEALTH_CONDITIONS`] the list gets TooMany and nothing else, and its items are never
-/// materialized. Otherwise reason format (handwritten) always runs; declarative checks are
-/// skipped for a list equal to the old one and for items equal to the old item with the same
-/// (status, reason).
-pub(crate) fn check_conditions<'a, C: HealthCondition<'a>>(
+/// The items of a list of at most [`MAX_HEALTH_CONDITIONS`] (held: see [`RawList`]).
+fn short_items<'l, C>(list: Conditions<'l, '_, C>) -> &'l [C] {
+    list.and_then(RawList::held).unwrap_or_default()
+}
+
+fn same_key(a: &VolumeConditionView<'_>, b: &VolumeConditionView<'_>) -> bool {
+    a.status == b.status && a.reason == b.reason
+}
+
+/// `validateVolumeHealthConditions` (validation.go, handwritten): the reason format of every
+/// condition, whatever the list's length; never ratcheted.
+pub(crate) fn check_volume_reasons(
     path: &Path<'_>,
-    new: Conditions<'_, 'a, C>,
-    old: Option<Conditions<'_, 'a, C>>,
+    list: Conditions<'_, '_, VolumeConditionView<'_>>,
     errors: &mut Errors,
 ) {
-    let unchanged = old.is_some_and(|old| same_list(old, new));
-    let len = count(new);
-    if len > MAX_HEALTH_CONDITIONS {
-        if !unchanged {
-            errors.declarative(
-                path,
-                ErrorKind::TooMany {
-                    count: len,
-                    max: MAX_HEALTH_CONDITIONS,
-                },
-            );
-        }
-        return;
-    }
-    let items = new.and_then(RawList::held).unwrap_or_default();
-    for (i, condition) in items.iter().enumerate() {
-        let reason = condition.reason();
-        if !reason.is_empty() && !is_condition_reason(reason) {
-            let item = path.index(i);
-            errors.handwritten(
-                &item.child("reason"),
-                ErrorKind::Invalid {
-                    value: reason.to_owned(),
-                    detail: CONDITION_REASON_DETAIL,
-                },
-            );
-        }
-    }
-    if unchanged {
-        return;
-    }
-    // The old list's items, when it is short enough to hold; a longer one is walked per item.
-    let old = old.flatten();
-    let old_items = old.and_then(RawList::held);
-    for (i, condition) in items.iter().enumerate() {
-        let item = path.index(i);
-        let same_key = |other: &C| {
-            other.status() == condition.status() && other.reason() == condition.reason()
-        };
-        // Not ratcheted per item: an unchanged copy of an old item must not let a new
-        // duplicate in. At most 16 items, so the scan stays small.
-        if items[..i].iter().any(same_key) {
-            errors.declarative(
-                &item,
-                ErrorKind::Duplicate {
-                    rendered: render_condition_key(condition.status(), condition.reason()),
-                },
-            );
-        }
-        let ratchets = match (old_items, old) {
-            (Some(old_items), _) => old_items.iter().find(|c| same_key(c)) == Some(condition),
-            (None, Some(old)) => first_is(old, same_key, condition),
-            (None, None) => false,
-        };
-        if ratchets {
-            continue;
-        }
-        condition.check_fields(&item, errors);
+    let Some(list) = list else { return };
+    list.walk(|i, condition| {
+        check_reason_format(&path.index(i), &condition.reason, errors);
+        Walk::Next
+    });
+}
+
+/// `metav1validation.IsValidConditionReason` for a non-empty reason.
+fn check_reason_format(condition: &Path<'_>, reason: &str, errors: &mut Errors) {
+    if !reason.is_empty() && !is_condition_reason(reason) {
+        errors.handwritten(
+            &condition.child("reason"),
+            ErrorKind::Invalid {
+                value: reason.to_owned(),
+                detail: CONDITION_REASON_DETAIL,
+            },
+        );
     }
 }
 
-/// Whether the first item of `list` that `wanted` accepts equals `condition`. For an old list too
-/// long to hold: walked once per new item, of which there are at most 16.
-fn first_is<'a, C: HealthCondition<'a>>(
-    list: &RawList<'a, C>,
+/// The declarative checks of a volume `healthConditions` list (zz_generated:
+/// `Validate_VolumeHealthStatus` and `Validate_PodVolumeHealth`, field `HealthConditions`), with
+/// `old` the list it is matched to in the old object.
+///
+/// An unchanged list is not checked. Over [`MAX_HEALTH_CONDITIONS`]: TooMany and nothing else
+/// (`MaxItems(...).MarkShortCircuit()`). Then every later item whose (status, reason) repeats an
+/// earlier one's is a Duplicate (`ValSliceUnique`), before any item's own errors. Each item is
+/// matched to the first old item with its (status, reason) (`EachValSliceVal`): an equal one is
+/// not checked, and in a changed one only the fields that changed are, so status and reason, the
+/// key, never are.
+pub(crate) fn check_volume_conditions<'a>(
+    path: &Path<'_>,
+    new: Conditions<'_, 'a, VolumeConditionView<'a>>,
+    old: Conditions<'_, 'a, VolumeConditionView<'a>>,
+    errors: &mut Errors,
+) {
+    if same_list(new, old) {
+        return;
+    }
+    let len = count(new);
+    if len > MAX_HEALTH_CONDITIONS {
+        errors.declarative(
+            path,
+            ErrorKind::TooMany {
+                count: len,
+                max: MAX_HEALTH_CONDITIONS,
+            },
+        );
+        return;
+    }
+    let items = short_items(new);
+    for (i, condition) in items.iter().enumerate() {
+        if items[..i]
+            .iter()
+            .any(|earlier| same_key(earlier, condition))
+        {
+            errors.declarative(
+                &path.index(i),
+                ErrorKind::Duplicate {
+                    rendered: render::volume_condition(condition),
+                },
+            );
+        }
+    }
+    for (i, condition) in items.iter().enumerate() {
+        let old = old.and_then(|old| first(old, |o| same_key(o, condition)));
+        if old.as_deref() == Some(condition) {
+            continue;
+        }
+        check_volume_condition(&path.index(i), condition, old.as_deref(), errors);
+    }
+}
+
+/// `Validate_VolumeHealthCondition` (zz_generated) of one item, `old` the item it is matched to.
+fn check_volume_condition(
+    path: &Path<'_>,
+    condition: &VolumeConditionView<'_>,
+    old: Option<&VolumeConditionView<'_>>,
+    errors: &mut Errors,
+) {
+    if old.is_none() {
+        let status = path.child("status");
+        if condition.status.is_empty() {
+            errors.declarative(&status, ErrorKind::Required);
+        } else {
+            check_supported(
+                &status,
+                &condition.status,
+                VOLUME_HEALTH_STATUSES,
+                Errors::declarative,
+                errors,
+            );
+        }
+        let reason = path.child("reason");
+        if condition.reason.is_empty() {
+            errors.declarative(&reason, ErrorKind::Required);
+        } else {
+            check_bytes(
+                &reason,
+                &condition.reason,
+                MAX_VOLUME_REASON_BYTES,
+                Errors::declarative,
+                errors,
+            );
+        }
+    }
+    let message = condition.message.as_deref().unwrap_or_default();
+    let unchanged = old.is_some_and(|old| old.message.as_deref().unwrap_or_default() == message);
+    if !unchanged {
+        check_bytes(
+            &path.child("message"),
+            message,
+            MAX_VOLUME_MESSAGE_BYTES,
+            Errors::declarative,
+            errors,
+        );
+    }
+}
+
+/// The first item of `list` that `wanted` accepts: borrowed from a held list, decoded from a
+/// longer one (an old list may be longer than a new one may be).
+fn first<'l, 'a, C: Clone + serde::Deserialize<'a> + crate::view::Fingerprinted>(
+    list: &'l RawList<'a, C>,
     wanted: impl Fn(&C) -> bool,
-    condition: &C,
-) -> bool {
-    let mut equal = false;
+) -> Option<Cow<'l, C>> {
+    if let Some(items) = list.held() {
+        return items.iter().find(|item| wanted(item)).map(Cow::Borrowed);
+    }
+    let mut found = None;
     list.walk(|_, item| {
         if wanted(item) {
-            equal = item == condition;
+            found = Some(Cow::Owned(item.clone()));
             Walk::Stop
         } else {
             Walk::Next
         }
     });
-    equal
+    found
 }
 
-fn render_condition_key(status: &str, reason: &str) -> String {
-    format!(
-        "{{\"status\":{},\"reason\":{}}}",
-        serde_json::Value::from(status),
-        serde_json::Value::from(reason)
-    )
-}
-
-/// Required when empty, else NotSupported outside `supported`.
-fn check_enum(
+/// `validateStorageHealthCondition` (storage/validation.go, handwritten, never ratcheted): every
+/// field in order. An empty status is NotSupported, like any other value outside the set.
+pub(crate) fn check_storage_condition(
     path: &Path<'_>,
-    value: &str,
-    supported: &'static [&'static str],
+    condition: &StorageConditionView<'_>,
     errors: &mut Errors,
 ) {
-    if value.is_empty() {
-        errors.declarative(path, ErrorKind::Required);
+    let handwritten = Errors::handwritten;
+    check_supported(
+        &path.child("status"),
+        &condition.status,
+        STORAGE_HEALTH_STATUSES,
+        handwritten,
+        errors,
+    );
+    let reason = path.child("reason");
+    if condition.reason.is_empty() {
+        errors.handwritten(&reason, ErrorKind::Required);
     } else {
-        check_supported(path, value, supported, errors);
+        check_reason_format(path, &condition.reason, errors);
+        check_bytes(
+            &reason,
+            &condition.reason,
+            MAX_STORAGE_REASON_BYTES,
+            handwritten,
+            errors,
+        );
+    }
+    if let Some(message) = &condition.message {
+        check_bytes(
+            &path.child("message"),
+            message,
+            MAX_STORAGE_MESSAGE_BYTES,
+            handwritten,
+            errors,
+        );
+    }
+    // Pointers upstream: set means checked, even when set to "".
+    if let Some(mode) = &condition.access_mode {
+        check_supported(
+            &path.child("accessMode"),
+            mode,
+            ACCESS_MODES,
+            handwritten,
+            errors,
+        );
+    }
+    if let Some(mode) = &condition.volume_mode {
+        check_supported(
+            &path.child("volumeMode"),
+            mode,
+            VOLUME_MODES,
+            handwritten,
+            errors,
+        );
     }
 }
 
+/// This project's own rule ([`ConditionIdentity`](crate::ConditionIdentity); in-tree has none, the list is `+listType=atomic`): within
+/// one driver's conditions, a later condition with the same (status, reason, accessMode,
+/// volumeMode) as an earlier one is a Duplicate, its value the whole condition.
+pub(crate) fn check_storage_identities(
+    path: &Path<'_>,
+    conditions: Conditions<'_, '_, StorageConditionView<'_>>,
+    errors: &mut Errors,
+) {
+    let same_identity = |a: &StorageConditionView<'_>, b: &StorageConditionView<'_>| {
+        a.status == b.status
+            && a.reason == b.reason
+            && a.access_mode == b.access_mode
+            && a.volume_mode == b.volume_mode
+    };
+    let items = short_items(conditions);
+    for (i, condition) in items.iter().enumerate() {
+        if items[..i]
+            .iter()
+            .any(|earlier| same_identity(earlier, condition))
+        {
+            errors.own(
+                &path.index(i),
+                ErrorKind::Duplicate {
+                    rendered: render::storage_condition(condition),
+                },
+            );
+        }
+    }
+}
+
+type Record = fn(&mut Errors, &Path<'_>, ErrorKind);
+
+/// NotSupported outside `supported`.
 fn check_supported(
     path: &Path<'_>,
     value: &str,
     supported: &'static [&'static str],
+    record: Record,
     errors: &mut Errors,
 ) {
     if !supported.contains(&value) {
-        errors.declarative(
+        record(
+            errors,
             path,
             ErrorKind::NotSupported {
                 value: value.to_owned(),
@@ -274,22 +327,22 @@ fn check_supported(
     }
 }
 
-pub(crate) fn check_length(
+/// TooLong over `max` bytes (Go's `len`).
+pub(crate) fn check_bytes(
     path: &Path<'_>,
     value: &str,
     max: usize,
-    unit: LengthUnit,
+    record: Record,
     errors: &mut Errors,
 ) {
-    // Bytes bound characters from above, so most values skip the character count.
-    if value.len() > max && length(value, unit) > max {
-        errors.declarative(path, ErrorKind::TooLong { max, unit });
-    }
-}
-
-fn length(value: &str, unit: LengthUnit) -> usize {
-    match unit {
-        LengthUnit::Bytes => value.len(),
-        LengthUnit::Characters => value.chars().count(),
+    if value.len() > max {
+        record(
+            errors,
+            path,
+            ErrorKind::TooLong {
+                max,
+                unit: LengthUnit::Bytes,
+            },
+        );
     }
 }

@@ -5,6 +5,8 @@
 
 use std::fmt;
 
+use crate::render::GoJson;
+
 /// A field path such as `status.volumeHealth[0].healthConditions[1].reason`, borrowed from the
 /// caller's stack frames. Rendered like apimachinery's `field.Path`.
 #[derive(Clone, Copy, Debug)]
@@ -59,11 +61,12 @@ pub enum LengthUnit {
 pub enum ErrorKind {
     /// A required field is empty or absent.
     Required,
-    /// A value outside an enumeration. `supported` is sorted.
+    /// A value outside an enumeration. The value is of a named string type, so it renders as
+    /// Go's `json.Marshal` writes it (see [`GoJson`]).
     NotSupported {
         /// The rejected value.
         value: String,
-        /// The accepted values, sorted.
+        /// The accepted values, in the order upstream lists them.
         supported: &'static [&'static str],
     },
     /// A string longer than its limit.
@@ -123,7 +126,7 @@ impl fmt::Display for ErrorKind {
                 write!(
                     f,
                     "Unsupported value: {}: supported values: ",
-                    GoQuoted(value)
+                    GoJson(value)
                 )?;
                 for (i, v) in supported.iter().enumerate() {
                     if i > 0 {
@@ -192,12 +195,15 @@ pub type ErrorList = Vec<FieldError>;
 /// many, errors are counted, not kept, and the message says how many more there were.
 pub const MAX_REPORTED_ERRORS: usize = 10_000;
 
-/// The errors of one object as they are found, in two runs so that handwritten checks come first;
-/// at most `limit` are kept.
+/// The errors of one object as they are found, in three runs reported in this order: upstream's
+/// handwritten checks, upstream's declarative checks, then this project's own rule ([`crate::ConditionIdentity`]),
+/// so that the upstream part of a list is exactly what kube-apiserver reports. At most `limit`
+/// are kept.
 #[derive(Debug)]
 pub(crate) struct Errors {
     handwritten: ErrorList,
     declarative: ErrorList,
+    own: ErrorList,
     limit: usize,
     found: usize,
 }
@@ -214,28 +220,40 @@ impl Errors {
         Errors {
             handwritten: ErrorList::new(),
             declarative: ErrorList::new(),
+            own: ErrorList::new(),
             limit,
             found: 0,
         }
     }
 
-    pub(crate) fn handwritten(&mut self, path: &Path<'_>, kind: ErrorKind) {
-        self.found += 1;
-        if self.handwritten.len() < self.limit {
-            self.handwritten.push(FieldError::new(path, kind));
+    fn push(list: &mut ErrorList, limit: usize, path: &Path<'_>, kind: ErrorKind) {
+        if list.len() < limit {
+            list.push(FieldError::new(path, kind));
         }
     }
 
+    /// An error of an upstream handwritten check (`pkg/apis/*/validation`).
+    pub(crate) fn handwritten(&mut self, path: &Path<'_>, kind: ErrorKind) {
+        self.found += 1;
+        Self::push(&mut self.handwritten, self.limit, path, kind);
+    }
+
+    /// An error of an upstream declarative check (`zz_generated.validations.go`).
     pub(crate) fn declarative(&mut self, path: &Path<'_>, kind: ErrorKind) {
         self.found += 1;
-        if self.declarative.len() < self.limit {
-            self.declarative.push(FieldError::new(path, kind));
-        }
+        Self::push(&mut self.declarative, self.limit, path, kind);
+    }
+
+    /// An error of this project's own rule, which in-tree Kubernetes does not have.
+    pub(crate) fn own(&mut self, path: &Path<'_>, kind: ErrorKind) {
+        self.found += 1;
+        Self::push(&mut self.own, self.limit, path, kind);
     }
 
     /// The errors kept, in Kubernetes order, and how many more were found.
     pub(crate) fn finish(mut self) -> (ErrorList, usize) {
         self.handwritten.append(&mut self.declarative);
+        self.handwritten.append(&mut self.own);
         self.handwritten.truncate(self.limit);
         let omitted = self.found - self.handwritten.len();
         (self.handwritten, omitted)

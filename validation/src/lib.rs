@@ -55,6 +55,7 @@ pub mod names;
 mod objects;
 mod pod;
 mod pvc;
+mod render;
 mod request;
 mod resource;
 mod restriction;
@@ -63,11 +64,11 @@ mod view;
 
 pub use admission::{Forbidden, Invalid, Verdict};
 pub use conditions::{
-    ACCESS_MODES, MAX_HEALTH_CONDITIONS, MAX_STORAGE_MESSAGE_CHARS, MAX_STORAGE_REASON_CHARS,
+    ACCESS_MODES, MAX_HEALTH_CONDITIONS, MAX_STORAGE_MESSAGE_BYTES, MAX_STORAGE_REASON_BYTES,
     MAX_VOLUME_MESSAGE_BYTES, MAX_VOLUME_REASON_BYTES, STORAGE_HEALTH_STATUSES,
     VOLUME_HEALTH_STATUSES, VOLUME_MODES,
 };
-pub use csinode::{validate_csinode, validate_storage_health};
+pub use csinode::{ConditionIdentity, validate_csinode, validate_storage_health};
 pub use field::{
     ErrorKind, ErrorList, FieldError, GoQuoted, LengthUnit, MAX_REPORTED_ERRORS, Path,
 };
@@ -75,6 +76,7 @@ pub use identity::{Groups, NODE_USER_PREFIX, NODES_GROUP, node_name};
 pub use objects::DecodeError;
 pub use pod::{validate_pod, validate_pod_volume_health};
 pub use pvc::{validate_pvc, validate_volume_health_status};
+pub use render::GoJson;
 pub use request::{
     AdmissionRequest, AdmissionReview, GroupVersionResource, RequestError, UnknownOperation,
     UserInfo,

@@ -4,9 +4,11 @@ use std::collections::HashSet;
 
 use k8s_openapi::api::core::v1::{Pod, PodVolumeHealth};
 
-use crate::entries::check_entries;
+use crate::conditions::{check_volume_conditions, check_volume_reasons, same_list};
+use crate::entries::{OldEntries, walk_names};
 use crate::field::{ErrorKind, ErrorList, Errors, Path};
-use crate::view::{PodVolumeHealthView, RawList, typed_list_text};
+use crate::render;
+use crate::view::{PodVolumeHealthView, RawList, Walk, typed_list_text};
 
 /// Validates a pod's `status.volumeHealth`, ratcheting against `old` on update. Volume names are
 /// looked up in the new pod's `spec.volumes`.
@@ -40,6 +42,9 @@ pub fn validate_pod_volume_health(
     errors.into_list()
 }
 
+/// `status.volumeHealth` of a pods/status write: upstream's handwritten checks
+/// (`validatePodVolumeHealth`, pkg/apis/core/validation/validation.go), then its declarative ones
+/// (`Validate_PodStatus` and `Validate_PodVolumeHealth`, pkg/apis/core/v1/zz_generated.validations.go).
 pub(crate) fn check_pod_volume_health<'a>(
     new: Option<&RawList<'a, PodVolumeHealthView<'a>>>,
     old: Option<&RawList<'a, PodVolumeHealthView<'a>>>,
@@ -49,22 +54,56 @@ pub(crate) fn check_pod_volume_health<'a>(
     let Some(new) = new else { return };
     let status = Path::root("status");
     let list = status.child("volumeHealth");
-    check_entries(
-        &list,
-        new,
-        old,
-        |path, name, errors| {
-            if !volume_exists(name) {
-                errors.handwritten(
-                    path,
-                    ErrorKind::NotFound {
-                        value: name.to_owned(),
-                    },
-                );
-            }
-        },
-        errors,
-    );
+    // Handwritten, never ratcheted: each entry's name, then its conditions' reasons.
+    new.walk(|i, entry| {
+        let item = list.index(i);
+        if !entry.name.is_empty() && !volume_exists(&entry.name) {
+            errors.handwritten(
+                &item.child("name"),
+                ErrorKind::NotFound {
+                    value: entry.name.to_string(),
+                },
+            );
+        }
+        check_volume_reasons(
+            &item.child("healthConditions"),
+            entry.health_conditions.as_ref(),
+            errors,
+        );
+        Walk::Next
+    });
+    // Declarative: an unchanged list is not checked; the list's Duplicates come before its
+    // entries' errors.
+    if same_list(Some(new), old) {
+        return;
+    }
+    walk_names(new, |i, entry, first| {
+        if !first {
+            errors.declarative(
+                &list.index(i),
+                ErrorKind::Duplicate {
+                    rendered: render::pod_volume_health(entry),
+                },
+            );
+        }
+    });
+    // Each entry against the old entry of its name: the name, the key, is then unchanged, and
+    // its conditions are checked only when they changed.
+    let old = OldEntries::new(new, old);
+    new.walk(|i, entry| {
+        let item = list.index(i);
+        let old_conditions = old.conditions(&entry.name);
+        if old_conditions.is_none() && entry.name.is_empty() {
+            errors.declarative(&item.child("name"), ErrorKind::Required);
+        }
+        check_volume_conditions(
+            &item.child("healthConditions"),
+            entry.health_conditions.as_ref(),
+            old_conditions.flatten(),
+            errors,
+        );
+        Walk::Next
+    });
 }
 
 fn volume_health(pod: Option<&Pod>) -> Option<&[PodVolumeHealth]> {

@@ -2,7 +2,7 @@
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, VolumeHealthStatus};
 
-use crate::conditions::check_conditions;
+use crate::conditions::{check_volume_conditions, check_volume_reasons};
 use crate::field::{ErrorList, Errors, Path};
 use crate::json;
 use crate::view::HealthStatusView;
@@ -57,21 +57,23 @@ pub fn validate_volume_health_status(
     errors.into_list()
 }
 
-pub(crate) fn check_volume_health_status(
-    new: Option<&HealthStatusView<'_>>,
-    old: Option<&HealthStatusView<'_>>,
+/// `status.healthStatus` of a persistentvolumeclaims/status write: upstream's handwritten check
+/// (`validateVolumeHealthStatus`, pkg/apis/core/validation/validation.go), then its declarative
+/// ones (`Validate_VolumeHealthStatus`, pkg/apis/core/v1/zz_generated.validations.go). An old
+/// claim without `healthStatus` leaves nothing to ratchet against, as an empty list does.
+pub(crate) fn check_volume_health_status<'a>(
+    new: Option<&HealthStatusView<'a>>,
+    old: Option<&HealthStatusView<'a>>,
     errors: &mut Errors,
 ) {
     let Some(new) = new else { return };
     let status = Path::root("status");
     let health = status.child("healthStatus");
-    let conditions = health.child("healthConditions");
-    check_conditions(
-        &conditions,
-        new.health_conditions.as_ref(),
-        old.map(|o| o.health_conditions.as_ref()),
-        errors,
-    );
+    let path = health.child("healthConditions");
+    let conditions = new.health_conditions.as_ref();
+    check_volume_reasons(&path, conditions, errors);
+    let old = old.and_then(|old| old.health_conditions.as_ref());
+    check_volume_conditions(&path, conditions, old, errors);
 }
 
 fn read_typed(text: &str) -> HealthStatusView<'_> {

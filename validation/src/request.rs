@@ -46,7 +46,7 @@ use crate::view::Borrowed;
 ///   }}"#;
 /// let review = AdmissionReview::parse(body)?;
 /// let request = review.request.expect("a review with a request");
-/// let policy = RestrictionPolicy { gate_enabled: true, pvc_health_writers: None };
+/// let policy = RestrictionPolicy { gate_enabled: true, ..Default::default() };
 /// let Verdict::Invalid(invalid) = request.validate(&policy)? else {
 ///     panic!("a volume that is not in spec.volumes");
 /// };

@@ -2,15 +2,16 @@
 
 use std::collections::HashSet;
 
+use crate::csinode::ConditionIdentity;
 use crate::field::GoQuoted;
 use crate::resource::{HealthResource, Operation};
 
 /// Upstream NodeRestriction's reason for a CSINode of another node.
 pub const CSINODE_OTHER_NODE: &str =
     "can only access CSINode with the same name as the requesting node";
-/// The reason for a node writing `csinodes/status` while `CSIVolumeHealth` is off.
-pub const CSINODE_STATUS_GATED: &str =
-    "csinodes/status is disabled by feature gate CSIVolumeHealth";
+/// Upstream NodeRestriction's reason for a node writing `csinodes/status` while
+/// `CSIVolumeHealth` is off (`admitCSINode`, checked after the name).
+pub const CSINODE_STATUS_GATED: &str = "CSIVolumeHealth feature gate is disabled";
 
 /// What the rules need to know about one admission request; every field is cheap to extract
 /// from the review without decoding whole objects.
@@ -34,13 +35,16 @@ pub struct RestrictionInput<'a> {
     pub health_status_changed: bool,
 }
 
-/// Server-wide settings of the rules.
+/// Server-wide settings of the rules: of the node restriction and of this project's own rules.
 #[derive(Clone, Debug, Default)]
 pub struct RestrictionPolicy {
     /// Whether the `CSIVolumeHealth` feature gate is on.
     pub gate_enabled: bool,
     /// When set, only these usernames may change a claim's `status.healthStatus`.
     pub pvc_health_writers: Option<HashSet<String>>,
+    /// Whether a driver's storage conditions must each have their own identity (on by
+    /// default) or are checked exactly as in-tree.
+    pub storage_condition_identity: ConditionIdentity,
 }
 
 /// Why the node restriction refuses a write: the reason of its 403, as upstream words it.
@@ -90,12 +94,13 @@ pub fn check_restrictions(
             if node.is_empty() {
                 return Err(unknown_node(username));
             }
-            // While the gate is off the subresource does not exist for nodes at all.
-            if subresource == "status" && !policy.gate_enabled {
-                return Err(Restricted::CsiNodeStatusGated);
-            }
+            // As `admitCSINode` (plugin/pkg/admission/noderestriction/admission.go): the name
+            // first, then the gate.
             if target_name != node {
                 return Err(Restricted::CsiNodeOfOtherNode);
+            }
+            if subresource == "status" && !policy.gate_enabled {
+                return Err(Restricted::CsiNodeStatusGated);
             }
             Ok(())
         }
@@ -154,6 +159,7 @@ mod tests {
         RestrictionPolicy {
             gate_enabled: true,
             pvc_health_writers: None,
+            storage_condition_identity: Default::default(),
         }
     }
 
@@ -191,13 +197,24 @@ mod tests {
         }
     }
 
+    /// `admitCSINode` (plugin/pkg/admission/noderestriction/admission.go): the name is checked
+    /// before the gate, and the gate's text is upstream's.
     #[test]
     fn csinode_status_is_closed_to_nodes_while_gated() {
         let gate_off = RestrictionPolicy::default();
         let own = input(HealthResource::CsiNodes, "status");
         assert_eq!(
             reason(&own, &gate_off),
-            Err(CSINODE_STATUS_GATED.to_owned())
+            Err("CSIVolumeHealth feature gate is disabled".to_owned())
+        );
+        let other = RestrictionInput {
+            target_name: "node2",
+            ..own
+        };
+        assert_eq!(
+            reason(&other, &gate_off),
+            Err(CSINODE_OTHER_NODE.to_owned()),
+            "another node's CSINode: the name first"
         );
         let main = input(HealthResource::CsiNodes, "");
         assert_eq!(reason(&main, &gate_off), Ok(()));
@@ -254,6 +271,7 @@ mod tests {
         let policy = RestrictionPolicy {
             gate_enabled: true,
             pvc_health_writers: Some(HashSet::from([monitor.to_owned()])),
+            storage_condition_identity: Default::default(),
         };
         let base = RestrictionInput {
             node: None,

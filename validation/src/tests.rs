@@ -244,19 +244,6 @@ fn condition_count_boundary() {
 }
 
 #[test]
-fn too_many_short_circuits_the_list() {
-    let mut list = conds(17);
-    let items = list.as_array_mut().unwrap();
-    items[0] = cond("", "");
-    items[1] = cond("Healthy", "1bad");
-    items[2] = items[3].clone();
-    assert_eq!(
-        pvc_errors(list),
-        ["status.healthStatus.healthConditions: Too many: 17: must have at most 16 items"]
-    );
-}
-
-#[test]
 fn status_required_then_supported() {
     assert_eq!(
         pvc_errors(json!([cond("", "X")])),
@@ -365,136 +352,6 @@ fn volume_limits_count_bytes() {
 }
 
 #[test]
-fn storage_limits_count_characters() {
-    let c0 = "status.storageHealth[0].healthConditions[0]";
-    let long_message =
-        |s: String| one_driver(json!([{"status": "StorageDegraded", "reason": "X", "message": s}]));
-    assert!(
-        node_errors(long_message("😀".repeat(1024))).is_empty(),
-        "4096 bytes, 1024 characters"
-    );
-    assert_eq!(
-        node_errors(long_message("é".repeat(1025))),
-        [format!(
-            "{c0}.message: Too long: may not be more than 1024 characters"
-        )]
-    );
-    assert_eq!(
-        node_errors(long_message("m".repeat(1025))),
-        [format!(
-            "{c0}.message: Too long: may not be more than 1024 characters"
-        )]
-    );
-    assert!(
-        node_errors(one_driver(json!([cond(
-            "StorageDegraded",
-            &"R".repeat(256)
-        )])))
-        .is_empty()
-    );
-    assert_eq!(
-        node_errors(one_driver(json!([cond(
-            "StorageDegraded",
-            &"R".repeat(257)
-        )]))),
-        [format!(
-            "{c0}.reason: Too long: may not be more than 256 characters"
-        )]
-    );
-    // Multi-byte reasons fail the format check but are counted in characters.
-    let errors = node_errors(one_driver(json!([cond(
-        "StorageDegraded",
-        &format!("A{}", "é".repeat(255))
-    )])));
-    assert_eq!(errors.len(), 1, "{errors:?}");
-    assert!(errors[0].contains("Invalid value"));
-}
-
-#[test]
-fn storage_optional_enums() {
-    let c0 = "status.storageHealth[0].healthConditions[0]";
-    let with = |field: &str, value: &str| {
-        let mut c = cond("StorageDegraded", "X");
-        c[field] = json!(value);
-        node_errors(one_driver(json!([c])))
-    };
-    for mode in [
-        "ReadOnlyMany",
-        "ReadWriteMany",
-        "ReadWriteOnce",
-        "ReadWriteOncePod",
-    ] {
-        assert!(with("accessMode", mode).is_empty(), "{mode}");
-    }
-    assert_eq!(
-        with("accessMode", "ReadWrite"),
-        [format!(
-            r#"{c0}.accessMode: Unsupported value: "ReadWrite": supported values: "ReadOnlyMany", "ReadWriteMany", "ReadWriteOnce", "ReadWriteOncePod""#
-        )]
-    );
-    assert_eq!(
-        with("accessMode", ""),
-        [format!(
-            r#"{c0}.accessMode: Unsupported value: "": supported values: "ReadOnlyMany", "ReadWriteMany", "ReadWriteOnce", "ReadWriteOncePod""#
-        )]
-    );
-    for mode in ["Block", "Filesystem"] {
-        assert!(with("volumeMode", mode).is_empty(), "{mode}");
-    }
-    assert_eq!(
-        with("volumeMode", "block"),
-        [format!(
-            r#"{c0}.volumeMode: Unsupported value: "block": supported values: "Block", "Filesystem""#
-        )]
-    );
-}
-
-#[test]
-fn duplicates_are_reported_at_the_later_index() {
-    let errors = pvc_errors(json!([
-        cond("Degraded", "A"),
-        cond("Degraded", "B"),
-        cond("Degraded", "A")
-    ]));
-    assert_eq!(errors.len(), 1);
-    assert!(
-        errors[0].starts_with("status.healthStatus.healthConditions[2]: Duplicate value: "),
-        "{errors:?}"
-    );
-    assert!(pvc_errors(json!([cond("Degraded", "A"), cond("DataLoss", "A")])).is_empty());
-    let three = pvc_errors(json!([
-        cond("Degraded", "A"),
-        cond("Degraded", "A"),
-        cond("Degraded", "A")
-    ]));
-    assert_eq!(three.len(), 2, "each later copy: {three:?}");
-
-    let pods = pod_errors(json!([{"name": "vol"}, {"name": "vol2"}, {"name": "vol"}]));
-    assert_eq!(pods, [r#"status.volumeHealth[2]: Duplicate value: "vol""#]);
-
-    let nodes = node_errors(json!([{"name": "csi.example.com"}, {"name": "csi.example.com"}]));
-    assert_eq!(
-        nodes,
-        [r#"status.storageHealth[1]: Duplicate value: "csi.example.com""#]
-    );
-    let same_condition_two_drivers = node_errors(json!([
-        {"name": "csi.example.com", "healthConditions": [cond("StorageDegraded", "PoolFull")]},
-        {"name": "b.example.com", "healthConditions": [cond("StorageDegraded", "PoolFull")]}
-    ]));
-    assert!(same_condition_two_drivers.is_empty());
-    let within_one_driver = node_errors(one_driver(json!([
-        cond("StorageDegraded", "PoolFull"),
-        cond("StorageUnreachable", "PoolFull"),
-        cond("StorageDegraded", "PoolFull")
-    ])));
-    assert_eq!(within_one_driver.len(), 1);
-    assert!(
-        within_one_driver[0]
-            .starts_with("status.storageHealth[0].healthConditions[2]: Duplicate value: ")
-    );
-}
-
-#[test]
 fn pod_volume_names() {
     assert_eq!(
         pod_errors(json!([{}])),
@@ -521,148 +378,757 @@ fn pod_volume_names() {
     );
 }
 
+/// One row of a rule table: what an UPDATE of `status` by an administrator (a CREATE when `old`
+/// is `None`) gets, and the upstream function (Kubernetes v1.37.2) whose answer it is.
+struct Row {
+    follows: &'static str,
+    resource: HealthResource,
+    new: Value,
+    old: Option<Value>,
+    want: Vec<String>,
+}
+
+fn row(follows: &'static str, resource: HealthResource, new: Value, want: &[&str]) -> Row {
+    Row {
+        follows,
+        resource,
+        new,
+        old: None,
+        want: want.iter().map(|w| (*w).to_owned()).collect(),
+    }
+}
+
+impl Row {
+    fn old(mut self, old: Value) -> Self {
+        self.old = Some(old);
+        self
+    }
+}
+
+fn check_rows(rows: Vec<Row>) {
+    for (i, row) in rows.into_iter().enumerate() {
+        let got = errors_of(row.resource, &row.new, row.old.as_ref());
+        assert_eq!(
+            got, row.want,
+            "row {i} ({}): new {} old {:?}",
+            row.follows, row.new, row.old
+        );
+    }
+}
+
+const VALIDATION: &str = "pkg/apis/core/validation/validation.go";
+const GENERATED: &str = "pkg/apis/core/v1/zz_generated.validations.go";
+const STORAGE: &str = "pkg/apis/storage/validation/validation.go";
+const STORAGE_STATUSES: &str = r#"supported values: "StorageDegraded", "StorageUnreachable""#;
+
+fn reason_invalid(path: &str, reason: &str) -> String {
+    format!(
+        "{path}.reason: Invalid value: {}: {}",
+        GoQuoted(reason),
+        names::CONDITION_REASON_DETAIL
+    )
+}
+
+/// Over 16 conditions the declarative checks stop at TooMany (`MaxItems(...).MarkShortCircuit()`)
+/// but the handwritten reason format still runs on every item (`validateVolumeHealthConditions`
+/// has no limit); the storage conditions of an entry stop at TooMany (`validateStorageHealth`).
+#[test]
+fn too_many_conditions() {
+    let mut list = conds(17);
+    let items = list.as_array_mut().unwrap();
+    items[0] = cond("", "");
+    items[1] = cond("Healthy", "1bad");
+    items[2] = items[3].clone();
+    let mut storage = storage_conds(17);
+    storage.as_array_mut().unwrap()[1] = cond("", "1bad");
+    let pvc = claim(json!({"healthConditions": list.clone()}));
+    check_rows(vec![
+        row(
+            "validateVolumeHealthConditions, then Validate_VolumeHealthStatus",
+            PVC,
+            pvc.clone(),
+            &[
+                &reason_invalid("status.healthStatus.healthConditions[1]", "1bad"),
+                "status.healthStatus.healthConditions: Too many: 17: must have at most 16 items",
+            ],
+        ),
+        row(
+            "the handwritten check is never ratcheted",
+            PVC,
+            pvc.clone(),
+            &[&reason_invalid(
+                "status.healthStatus.healthConditions[1]",
+                "1bad",
+            )],
+        )
+        .old(pvc),
+        row(
+            "validatePodVolumeHealth, then Validate_PodVolumeHealth",
+            POD,
+            pod(json!([{"name": "vol", "healthConditions": list}])),
+            &[
+                &reason_invalid("status.volumeHealth[0].healthConditions[1]", "1bad"),
+                "status.volumeHealth[0].healthConditions: Too many: 17: must have at most 16 items",
+            ],
+        ),
+        row(
+            "validateStorageHealth",
+            NODE,
+            csinode(one_driver(storage)),
+            &["status.storageHealth[0].healthConditions: Too many: 17: must have at most 16 items"],
+        ),
+    ]);
+}
+
+/// `validateStorageHealthCondition` (storage/validation.go): limits in bytes, the format
+/// before the length, every field in order, an empty status NotSupported.
+#[test]
+fn storage_condition_fields() {
+    let c0 = "status.storageHealth[0].healthConditions[0]";
+    let node = |condition: Value| csinode(one_driver(json!([condition])));
+    let message =
+        |m: String| node(json!({"status": "StorageDegraded", "reason": "X", "message": m}));
+    let access_modes =
+        r#"supported values: "ReadOnlyMany", "ReadWriteMany", "ReadWriteOnce", "ReadWriteOncePod""#;
+    let mut rows = vec![
+        row(
+            STORAGE,
+            NODE,
+            message("é".repeat(600)),
+            &[&format!(
+                "{c0}.message: Too long: may not be more than 1024 bytes"
+            )],
+        ),
+        row(STORAGE, NODE, message("m".repeat(1024)), &[]),
+        row(STORAGE, NODE, message("😀".repeat(256)), &[]),
+        row(
+            STORAGE,
+            NODE,
+            message("😀".repeat(257)),
+            &[&format!(
+                "{c0}.message: Too long: may not be more than 1024 bytes"
+            )],
+        ),
+        row(
+            STORAGE,
+            NODE,
+            node(cond("StorageDegraded", &"R".repeat(256))),
+            &[],
+        ),
+        row(
+            STORAGE,
+            NODE,
+            node(cond("StorageDegraded", &"R".repeat(257))),
+            &[&format!(
+                "{c0}.reason: Too long: may not be more than 256 bytes"
+            )],
+        ),
+        row(
+            STORAGE,
+            NODE,
+            node(cond("StorageDegraded", &format!("A{}", "é".repeat(200)))),
+            &[
+                &reason_invalid(c0, &format!("A{}", "é".repeat(200))),
+                &format!("{c0}.reason: Too long: may not be more than 256 bytes"),
+            ],
+        ),
+        row(
+            STORAGE,
+            NODE,
+            node(cond("", "PoolFull")),
+            &[&format!(
+                r#"{c0}.status: Unsupported value: "": {STORAGE_STATUSES}"#
+            )],
+        ),
+        row(
+            STORAGE,
+            NODE,
+            node(json!({"reason": "PoolFull"})),
+            &[&format!(
+                r#"{c0}.status: Unsupported value: "": {STORAGE_STATUSES}"#
+            )],
+        ),
+        row(
+            STORAGE,
+            NODE,
+            node(cond("StorageDegraded", "")),
+            &[&format!("{c0}.reason: Required value")],
+        ),
+        row(
+            STORAGE,
+            NODE,
+            node(json!({"status": "StorageDegraded", "reason": "X", "accessMode": ""})),
+            &[&format!(
+                r#"{c0}.accessMode: Unsupported value: "": {access_modes}"#
+            )],
+        ),
+        row(
+            STORAGE,
+            NODE,
+            node(json!({"status": "StorageDegraded", "reason": "X", "volumeMode": "block"})),
+            &[&format!(
+                r#"{c0}.volumeMode: Unsupported value: "block": supported values: "Filesystem", "Block""#
+            )],
+        ),
+        row(
+            "validateStorageHealthCondition: status, reason, message, accessMode, volumeMode",
+            NODE,
+            node(
+                json!({"status": "Bad", "reason": "1x", "message": "m".repeat(1025),
+                        "accessMode": "X", "volumeMode": "Y"}),
+            ),
+            &[
+                &format!(r#"{c0}.status: Unsupported value: "Bad": {STORAGE_STATUSES}"#),
+                &reason_invalid(c0, "1x"),
+                &format!("{c0}.message: Too long: may not be more than 1024 bytes"),
+                &format!(r#"{c0}.accessMode: Unsupported value: "X": {access_modes}"#),
+                &format!(
+                    r#"{c0}.volumeMode: Unsupported value: "Y": supported values: "Filesystem", "Block""#
+                ),
+            ],
+        ),
+    ];
+    for mode in [
+        "ReadOnlyMany",
+        "ReadWriteMany",
+        "ReadWriteOnce",
+        "ReadWriteOncePod",
+    ] {
+        let condition = json!({"status": "StorageDegraded", "reason": "X", "accessMode": mode});
+        rows.push(row(STORAGE, NODE, node(condition), &[]));
+    }
+    for mode in ["Block", "Filesystem"] {
+        let condition = json!({"status": "StorageDegraded", "reason": "X", "volumeMode": mode});
+        rows.push(row(STORAGE, NODE, node(condition), &[]));
+    }
+    check_rows(rows);
+}
+
+/// `ValidateCSIDriverName` as `validateStorageHealth` calls it: TooLong (63 bytes) before the
+/// DNS-1123 checks of the lower-cased name, whose Invalid value is the name as written. No rule
+/// asks the name to be in `spec.drivers`.
 #[test]
 fn csinode_driver_names() {
-    assert_eq!(
-        node_errors(json!([{}])),
-        ["status.storageHealth[0].name: Required value"]
-    );
-    assert_eq!(
-        node_errors(json!([{"name": "other.example.com"}])),
-        [r#"status.storageHealth[0].name: Not found: "other.example.com""#]
-    );
-    assert_eq!(
-        node_errors(json!([{"name": "csi_example"}])),
-        [format!(
-            r#"status.storageHealth[0].name: Invalid value: "csi_example": {}"#,
-            names::DNS1123_SUBDOMAIN_DETAIL
-        )],
-        "an invalid name is not also reported missing"
-    );
+    let name = |n: &str| csinode(json!([{"name": n}]));
     let long = format!("{}.example.com", "a".repeat(52));
     assert_eq!(long.len(), 64);
-    assert_eq!(
-        node_errors(json!([{"name": long}])),
-        ["status.storageHealth[0].name: Too long: may not be more than 63 bytes"]
-    );
-    // Upper case passes the format check (lower-cased) but must match spec.drivers exactly.
-    assert_eq!(
-        node_errors(json!([{"name": "CSI.example.com"}])),
-        [r#"status.storageHealth[0].name: Not found: "CSI.example.com""#]
-    );
+    let long_bad = format!("{}_", "a".repeat(63));
+    let too_long_dns = "a".repeat(254);
+    let dns = names::DNS1123_SUBDOMAIN_DETAIL;
+    check_rows(vec![
+        row(
+            STORAGE,
+            NODE,
+            csinode(json!([{}])),
+            &["status.storageHealth[0].name: Required value"],
+        ),
+        row(
+            STORAGE,
+            NODE,
+            name(""),
+            &["status.storageHealth[0].name: Required value"],
+        ),
+        row(
+            "no registration check",
+            NODE,
+            name("other.example.com"),
+            &[],
+        ),
+        row(
+            "lower-cased before the check",
+            NODE,
+            name("CSI.example.com"),
+            &[],
+        ),
+        row(
+            STORAGE,
+            NODE,
+            name("csi_example"),
+            &[&format!(
+                r#"status.storageHealth[0].name: Invalid value: "csi_example": {dns}"#
+            )],
+        ),
+        row(
+            STORAGE,
+            NODE,
+            name(&long),
+            &["status.storageHealth[0].name: Too long: may not be more than 63 bytes"],
+        ),
+        row(
+            STORAGE,
+            NODE,
+            name(&long_bad),
+            &[
+                "status.storageHealth[0].name: Too long: may not be more than 63 bytes",
+                &format!(r#"status.storageHealth[0].name: Invalid value: "{long_bad}": {dns}"#),
+            ],
+        ),
+        row(
+            STORAGE,
+            NODE,
+            name(&too_long_dns),
+            &[
+                "status.storageHealth[0].name: Too long: may not be more than 63 bytes",
+                &format!(
+                    r#"status.storageHealth[0].name: Invalid value: "{too_long_dns}": must be no more than 253 characters"#
+                ),
+            ],
+        ),
+    ]);
 }
 
+/// Values of a named string type (condition status, accessMode, volumeMode) render as
+/// `json.Marshal` writes them; plain strings (reasons, names) as `%q` (`field.Error.ErrorBody`).
 #[test]
-fn handwritten_errors_come_first_in_field_order() {
-    let errors = pod_errors(json!([
-        {"name": "vol", "healthConditions": [cond("", "1bad")]},
-        {"name": "missing", "healthConditions": [cond("Degraded", "")]}
-    ]));
-    assert_eq!(
-        errors,
-        [
-            format!(
-                r#"status.volumeHealth[0].healthConditions[0].reason: Invalid value: "1bad": {}"#,
-                names::CONDITION_REASON_DETAIL
-            ),
-            r#"status.volumeHealth[1].name: Not found: "missing""#.to_owned(),
-            "status.volumeHealth[0].healthConditions[0].status: Required value".to_owned(),
-            "status.volumeHealth[1].healthConditions[0].reason: Required value".to_owned(),
-        ]
-    );
-    let node = node_errors(json!([
-        {"name": "csi.example.com", "healthConditions": [{"status": "Bad", "reason": "R", "accessMode": "X", "volumeMode": "Y", "message": "m".repeat(1025)}]},
-        {"name": "nope.example.com"}
-    ]));
-    let fields: Vec<&str> = node.iter().map(|e| e.split(": ").next().unwrap()).collect();
-    assert_eq!(
-        fields,
-        [
-            "status.storageHealth[1].name",
-            "status.storageHealth[0].healthConditions[0].status",
-            "status.storageHealth[0].healthConditions[0].message",
-            "status.storageHealth[0].healthConditions[0].accessMode",
-            "status.storageHealth[0].healthConditions[0].volumeMode",
-        ]
-    );
+fn values_render_as_apimachinery_does() {
+    let c0 = "status.healthStatus.healthConditions[0]";
+    let s0 = "status.storageHealth[0].healthConditions[0]";
+    check_rows(vec![
+        row(
+            "ErrorBody: json.Marshal",
+            PVC,
+            claim(json!({"healthConditions": [cond("A<B&C", "X")]})),
+            &[&format!(
+                r#"{c0}.status: Unsupported value: "A\u003cB\u0026C": {VOLUME_STATUSES}"#
+            )],
+        ),
+        row(
+            "ErrorBody: json.Marshal",
+            PVC,
+            claim(json!({"healthConditions": [cond("a\u{1}", "X")]})),
+            &[&format!(
+                r#"{c0}.status: Unsupported value: "a\u0001": {VOLUME_STATUSES}"#
+            )],
+        ),
+        row(
+            "ErrorBody: json.Marshal",
+            PVC,
+            claim(json!({"healthConditions": [cond("a\u{7f}", "X")]})),
+            &[&format!(
+                "{c0}.status: Unsupported value: \"a\u{7f}\": {VOLUME_STATUSES}"
+            )],
+        ),
+        row(
+            "ErrorBody: json.Marshal",
+            NODE,
+            csinode(one_driver(
+                json!([{"status": "StorageDegraded", "reason": "X", "accessMode": "<x>"}]),
+            )),
+            &[&format!(
+                r#"{s0}.accessMode: Unsupported value: "\u003cx\u003e": supported values: "ReadOnlyMany", "ReadWriteMany", "ReadWriteOnce", "ReadWriteOncePod""#
+            )],
+        ),
+        row(
+            "ErrorBody: %q",
+            PVC,
+            claim(json!({"healthConditions": [cond("Degraded", "a<\u{1}")]})),
+            &[&reason_invalid(c0, "a<\u{1}")],
+        ),
+    ]);
+    assert!(reason_invalid(c0, "a<\u{1}").contains(r#""a<\x01""#));
 }
 
+/// `ValSliceUnique` reports every later item whose key repeats an earlier one's, its value the
+/// whole item; CSINode's handwritten `seen` set reports the name.
 #[test]
-fn ratcheting_skips_unchanged_items_for_declarative_checks() {
+fn duplicates_are_reported_at_the_later_index() {
+    let pvc = |list: Value| claim(json!({"healthConditions": list}));
+    let c = "status.healthStatus.healthConditions";
+    check_rows(vec![
+        row(
+            GENERATED,
+            PVC,
+            pvc(json!([cond("Degraded", "A"), cond("Degraded", "B"),
+            {"status": "Degraded", "reason": "A", "message": "m"}])),
+            &[&format!(
+                r#"{c}[2]: Duplicate value: {{"status":"Degraded","reason":"A","message":"m"}}"#
+            )],
+        ),
+        row(
+            GENERATED,
+            PVC,
+            pvc(json!([cond("Degraded", "A"), cond("DataLoss", "A")])),
+            &[],
+        ),
+        row(
+            GENERATED,
+            PVC,
+            pvc(json!([
+                cond("Degraded", "A"),
+                cond("Degraded", "A"),
+                cond("Degraded", "A")
+            ])),
+            &[
+                &format!(r#"{c}[1]: Duplicate value: {{"status":"Degraded","reason":"A"}}"#),
+                &format!(r#"{c}[2]: Duplicate value: {{"status":"Degraded","reason":"A"}}"#),
+            ],
+        ),
+        row(
+            GENERATED,
+            POD,
+            pod(json!([{"name": "vol"}, {"name": "vol2"}, {"name": "vol"}])),
+            &[
+                r#"status.volumeHealth[2]: Duplicate value: {"name":"vol","lastTransitionTime":null}"#,
+            ],
+        ),
+        row(
+            GENERATED,
+            POD,
+            pod(json!([{"name": "vol"}, {"name": "vol",
+            "healthConditions": [{"status": "Degraded", "reason": "R"}],
+            "lastTransitionTime": "2026-07-20T14:00:00+02:00"}])),
+            &[
+                r#"status.volumeHealth[1]: Duplicate value: {"name":"vol","healthConditions":[{"status":"Degraded","reason":"R"}],"lastTransitionTime":"2026-07-20T12:00:00Z"}"#,
+            ],
+        ),
+        row(
+            "ValSliceUnique: two empty names too",
+            POD,
+            pod(json!([{"name": ""}, {"name": ""}])),
+            &[
+                "status.volumeHealth[1]: Duplicate value: {\"name\":\"\",\"lastTransitionTime\":null}",
+                "status.volumeHealth[0].name: Required value",
+                "status.volumeHealth[1].name: Required value",
+            ],
+        ),
+        row(
+            STORAGE,
+            NODE,
+            csinode(json!([{"name": "csi.example.com"}, {"name": "csi.example.com"}])),
+            &[r#"status.storageHealth[1]: Duplicate value: "csi.example.com""#],
+        ),
+        row(
+            "the same condition for two drivers",
+            NODE,
+            csinode(json!([
+                {"name": "csi.example.com", "healthConditions": [cond("StorageDegraded", "PoolFull")]},
+                {"name": "b.example.com", "healthConditions": [cond("StorageDegraded", "PoolFull")]}
+            ])),
+            &[],
+        ),
+    ]);
+}
+
+/// Handwritten checks come first; inside the declarative ones a list's TooMany or Duplicate
+/// errors come before its items' errors. CSINode is one handwritten pass in field order.
+#[test]
+fn errors_in_kubernetes_order() {
+    let c = "status.healthStatus.healthConditions";
+    check_rows(vec![
+        row(
+            "validatePodVolumeHealth, then Validate_PodStatus",
+            POD,
+            pod(json!([
+                {"name": "vol", "healthConditions": [cond("", "1bad")]},
+                {"name": "missing", "healthConditions": [cond("Degraded", "")]}
+            ])),
+            &[
+                &reason_invalid("status.volumeHealth[0].healthConditions[0]", "1bad"),
+                r#"status.volumeHealth[1].name: Not found: "missing""#,
+                "status.volumeHealth[0].healthConditions[0].status: Required value",
+                "status.volumeHealth[1].healthConditions[0].reason: Required value",
+            ],
+        ),
+        row(
+            "Validate_PodStatus: Unique before EachValSliceVal",
+            POD,
+            pod(json!([
+                {"name": "vol", "healthConditions": [cond("Bogus", "R")]},
+                {"name": "vol"}
+            ])),
+            &[
+                r#"status.volumeHealth[1]: Duplicate value: {"name":"vol","lastTransitionTime":null}"#,
+                &format!(
+                    r#"status.volumeHealth[0].healthConditions[0].status: Unsupported value: "Bogus": {VOLUME_STATUSES}"#
+                ),
+            ],
+        ),
+        row(
+            "Validate_VolumeHealthStatus: Unique before EachValSliceVal",
+            PVC,
+            claim(json!({"healthConditions": [
+                {"status": "Degraded", "reason": "R", "message": "x".repeat(1025)},
+                cond("Degraded", "R")
+            ]})),
+            &[
+                &format!(r#"{c}[1]: Duplicate value: {{"status":"Degraded","reason":"R"}}"#),
+                &format!("{c}[0].message: Too long: may not be more than 1024 bytes"),
+            ],
+        ),
+        row(
+            "ValidateCSINodeStatusUpdate: one pass",
+            NODE,
+            csinode(json!([
+                {"name": "a.example.com", "healthConditions": [cond("StorageDegraded", &"r".repeat(300))]},
+                {"name": "Bad_Name"}
+            ])),
+            &[
+                "status.storageHealth[0].healthConditions[0].reason: Too long: may not be more than 256 bytes",
+                &format!(
+                    r#"status.storageHealth[1].name: Invalid value: "Bad_Name": {}"#,
+                    names::DNS1123_SUBDOMAIN_DETAIL
+                ),
+            ],
+        ),
+        row(
+            "ValidateCSINodeStatusUpdate: the Duplicate before the entry's own errors",
+            NODE,
+            csinode(json!([
+                {"name": "a.example.com"},
+                {"name": "a.example.com", "healthConditions": [cond("Bad", "R")]}
+            ])),
+            &[
+                r#"status.storageHealth[1]: Duplicate value: "a.example.com""#,
+                &format!(
+                    r#"status.storageHealth[1].healthConditions[0].status: Unsupported value: "Bad": {STORAGE_STATUSES}"#
+                ),
+            ],
+        ),
+    ]);
+}
+
+/// Ratcheting as the generated code does it: an unchanged list is not checked; an item matched
+/// by its key to an old one is checked only in the fields that changed, so the key never is.
+#[test]
+fn ratcheting_is_per_field() {
+    let pvc = |list: Value| claim(json!({"healthConditions": list}));
+    let c = "status.healthStatus.healthConditions";
     let bad = cond("Healthy", "X");
-    let old = claim(json!({"healthConditions": [bad.clone()]}));
-    // Unchanged list: nothing.
-    assert!(errors_of(PVC, &old, Some(&old)).is_empty());
-    // Unchanged item beside a new one: only the new item is checked.
-    let new = claim(json!({"healthConditions": [bad.clone(), cond("Unknown", "Y")]}));
-    assert_eq!(
-        errors_of(PVC, &new, Some(&old)),
-        [format!(
-            r#"status.healthStatus.healthConditions[1].status: Unsupported value: "Unknown": {VOLUME_STATUSES}"#
-        )]
-    );
-    // Same key, different message: the item changed and is checked again.
-    let changed =
-        claim(json!({"healthConditions": [{"status": "Healthy", "reason": "X", "message": "m"}]}));
-    assert_eq!(errors_of(PVC, &changed, Some(&old)).len(), 1);
-    // The list over the limit, unchanged: no TooMany.
-    let many = claim(json!({"healthConditions": conds(17)}));
-    assert!(errors_of(PVC, &many, Some(&many)).is_empty());
-    let more = claim(json!({"healthConditions": conds(18)}));
-    assert_eq!(errors_of(PVC, &more, Some(&many)).len(), 1);
-    // On CREATE there is nothing to ratchet against.
-    assert_eq!(errors_of(PVC, &old, None).len(), 1);
+    let stored = pvc(json!([bad.clone()]));
+    check_rows(vec![
+        row("unchanged list", PVC, stored.clone(), &[]).old(stored.clone()),
+        row("an unchanged item beside a new one", PVC,
+            pvc(json!([bad.clone(), cond("Unknown", "Y")])), &[
+            &format!(r#"{c}[1].status: Unsupported value: "Unknown": {VOLUME_STATUSES}"#),
+        ]).old(stored.clone()),
+        row("the message changed: only the message is checked", PVC,
+            pvc(json!([{"status": "Healthy", "reason": "X", "message": "m"}])), &[]).old(stored.clone()),
+        row("the message changed, too long", PVC,
+            pvc(json!([{"status": "Healthy", "reason": "X", "message": "m".repeat(1025)}])), &[
+            &format!("{c}[0].message: Too long: may not be more than 1024 bytes"),
+        ]).old(stored.clone()),
+        row("an unchanged long message is not checked again", PVC,
+            pvc(json!([{"status": "Healthy", "reason": "X", "message": "m".repeat(1025)}, cond("Degraded", "Z")])), &[])
+            .old(pvc(json!([{"status": "Healthy", "reason": "X", "message": "m".repeat(1025)}]))),
+        row("a new key is a new item", PVC, pvc(json!([cond("Healthy", "Y")])), &[
+            &format!(r#"{c}[0].status: Unsupported value: "Healthy": {VOLUME_STATUSES}"#),
+        ]).old(stored.clone()),
+        row("over the limit, unchanged", PVC, pvc(conds(17)), &[]).old(pvc(conds(17))),
+        row("over the limit, changed", PVC, pvc(conds(18)), &[
+            &format!("{c}: Too many: 18: must have at most 16 items"),
+        ]).old(pvc(conds(17))),
+        row("an old claim without healthStatus", PVC, stored.clone(), &[
+            &format!(r#"{c}[0].status: Unsupported value: "Healthy": {VOLUME_STATUSES}"#),
+        ]).old(claim(json!(null))),
+        row("Unique is not ratcheted per item", PVC,
+            pvc(json!([cond("Degraded", "A"), cond("Degraded", "A")])), &[
+            &format!(r#"{c}[1]: Duplicate value: {{"status":"Degraded","reason":"A"}}"#),
+        ]).old(pvc(json!([cond("Degraded", "A")]))),
+        row("CREATE: nothing to ratchet against", PVC, stored.clone(), &[
+            &format!(r#"{c}[0].status: Unsupported value: "Healthy": {VOLUME_STATUSES}"#),
+        ]),
+        row("an entry's name is its key", POD,
+            pod(json!([{"name": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}])), &[])
+            .old(pod(json!([{"name": ""}]))),
+        row("a new entry with no name", POD, pod(json!([{"name": "vol"}, {"name": ""}])), &[
+            "status.volumeHealth[1].name: Required value",
+        ]).old(pod(json!([{"name": "vol"}]))),
+        row("an entry's conditions, matched by key", POD,
+            pod(json!([{"name": "vol", "healthConditions": [{"status": "Bogus", "reason": "R", "message": "changed"}]}])), &[])
+            .old(pod(json!([{"name": "vol", "healthConditions": [cond("Bogus", "R")]}]))),
+        row("a reordered list keeps its matches", POD,
+            pod(json!([{"name": "vol2"}, {"name": "vol", "healthConditions": [bad.clone()]}])), &[])
+            .old(pod(json!([{"name": "vol", "healthConditions": [bad.clone()]}]))),
+        row("a changed entry, a new condition", POD,
+            pod(json!([{"name": "vol", "healthConditions": [bad.clone(), cond("Nope", "Y")]}])), &[
+            &format!(r#"status.volumeHealth[0].healthConditions[1].status: Unsupported value: "Nope": {VOLUME_STATUSES}"#),
+        ]).old(pod(json!([{"name": "vol", "healthConditions": [bad.clone()]}]))),
+    ]);
 }
 
+/// Handwritten checks are never ratcheted: the Pod's name and reason checks, and every CSINode
+/// check (all of `ValidateCSINodeStatusUpdate` is handwritten).
 #[test]
-fn ratcheting_never_skips_handwritten_checks() {
-    let old = pod(json!([{"name": "gone", "healthConditions": [cond("Degraded", "1bad")]}]));
-    let errors = errors_of(POD, &old, Some(&old));
-    assert_eq!(errors.len(), 2, "{errors:?}");
-    assert!(errors[0].contains("Not found"), "name before conditions");
-    assert!(errors[1].contains("Invalid value"));
-    let node = csinode(json!([{"name": "gone.example.com"}]));
-    assert_eq!(errors_of(NODE, &node, Some(&node)).len(), 1);
-}
-
-#[test]
-fn ratcheting_matches_entries_by_name() {
-    let old = pod(json!([{"name": "vol", "healthConditions": [cond("Healthy", "X")]}]));
-    // Reordered list with the unchanged entry: still ratcheted.
-    let new =
-        pod(json!([{"name": "vol2"}, {"name": "vol", "healthConditions": [cond("Healthy", "X")]}]));
-    assert!(errors_of(POD, &new, Some(&old)).is_empty());
-    // A changed entry ratchets its unchanged conditions by (status, reason).
-    let new = pod(
-        json!([{"name": "vol", "healthConditions": [cond("Healthy", "X"), cond("Nope", "Y")]}]),
-    );
-    assert_eq!(
-        errors_of(POD, &new, Some(&old)),
-        [
-            r#"status.volumeHealth[0].healthConditions[1].status: Unsupported value: "Nope": supported values: "DataLoss", "Degraded", "Inaccessible""#
-        ]
-    );
-    let old_node =
-        csinode(json!([{"name": "csi.example.com", "healthConditions": [cond("Bad", "X")]}]));
-    let new_node = csinode(json!([
-        {"name": "csi.example.com", "healthConditions": [cond("Bad", "X")]},
-        {"name": "b.example.com", "healthConditions": [cond("Bad", "X")]}
+fn handwritten_checks_are_never_ratcheted() {
+    let stored_pod = pod(json!([{"name": "gone", "healthConditions": [cond("Degraded", "1bad")]}]));
+    let stored_node = csinode(json!([
+        {"name": "csi.example.com", "healthConditions": [cond("", "R")]},
+        {"name": "csi.example.com"}
     ]));
+    check_rows(vec![
+        row(VALIDATION, POD, stored_pod.clone(), &[
+            r#"status.volumeHealth[0].name: Not found: "gone""#,
+            &reason_invalid("status.volumeHealth[0].healthConditions[0]", "1bad"),
+        ]).old(stored_pod),
+        row(STORAGE, NODE, stored_node.clone(), &[
+            &format!(r#"status.storageHealth[0].healthConditions[0].status: Unsupported value: "": {STORAGE_STATUSES}"#),
+            r#"status.storageHealth[1]: Duplicate value: "csi.example.com""#,
+        ]).old(stored_node),
+    ]);
+}
+
+/// This project's own rule (in-tree has none): within one driver, one identity per condition,
+/// ratcheted per entry, reported after upstream's errors, and off with
+/// [`ConditionIdentity::InTree`].
+#[test]
+fn storage_condition_identity() {
+    let scoped = json!([
+        {"status": "StorageDegraded", "reason": "HighLatency", "accessMode": "ReadWriteOnce"},
+        {"status": "StorageDegraded", "reason": "HighLatency", "accessMode": "ReadOnlyMany"},
+        {"status": "StorageDegraded", "reason": "HighLatency", "volumeMode": "Block"}
+    ]);
+    let twice = json!([
+        cond("StorageDegraded", "PoolFull"),
+        {"status": "StorageDegraded", "reason": "PoolFull", "message": "twice"}
+    ]);
+    let dup = r#"status.storageHealth[0].healthConditions[1]: Duplicate value: {"status":"StorageDegraded","reason":"PoolFull","message":"twice","lastTransitionTime":null}"#;
+    let stale = json!({"name": "csi.example.com", "healthConditions": twice.clone()});
+    check_rows(vec![
+        row("scoped by access and volume mode", NODE, csinode(one_driver(scoped)), &[]),
+        row("the same four fields", NODE, csinode(one_driver(twice.clone())), &[dup]),
+        row("after upstream's errors", NODE, csinode(json!([
+            {"name": "csi.example.com", "healthConditions": twice.clone()},
+            {"name": "Bad_Name"}
+        ])), &[
+            &format!(r#"status.storageHealth[1].name: Invalid value: "Bad_Name": {}"#, names::DNS1123_SUBDOMAIN_DETAIL),
+            dup,
+        ]),
+        row("a stored report never blocks another driver's", NODE, csinode(json!([
+            stale.clone(),
+            {"name": "b.example.com", "healthConditions": [cond("StorageUnreachable", "Down")]}
+        ])), &[]).old(csinode(json!([stale.clone()]))),
+        row("a changed entry is checked again", NODE, csinode(json!([
+            {"name": "csi.example.com", "healthConditions": [twice[0].clone(), twice[1].clone(), cond("StorageUnreachable", "Down")]}
+        ])), &[dup]).old(csinode(json!([stale]))),
+    ]);
+    let new = csinode(one_driver(twice));
+    let in_tree = RestrictionPolicy {
+        gate_enabled: true,
+        storage_condition_identity: ConditionIdentity::InTree,
+        ..Default::default()
+    };
+    let (new_raw, user) = (raw(&new), UserInfo::default());
+    let request = AdmissionRequest::new(NODE, Operation::Update)
+        .with_subresource("status")
+        .with_user(user)
+        .with_objects(Some(&new_raw), None);
+    assert_eq!(request.validate(&in_tree).unwrap(), Verdict::Allowed);
+    let typed: k8s_openapi::api::storage::v1::CSINode = serde_json::from_value(new).unwrap();
+    let health = typed.status.as_ref().unwrap().storage_health.as_deref();
+    assert!(validate_storage_health(health, None, ConditionIdentity::InTree).is_empty());
     assert_eq!(
-        errors_of(NODE, &new_node, Some(&old_node)),
-        [
-            r#"status.storageHealth[1].healthConditions[0].status: Unsupported value: "Bad": supported values: "StorageDegraded", "StorageUnreachable""#
-        ]
+        validate_storage_health(health, None, ConditionIdentity::Unique)
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
+        [dup]
     );
 }
 
+/// A kubelet-shaped CSINode lifecycle, as `pkg/volume/csi/nodeinfomanager` writes it: register
+/// a driver, report its health (one reason for two access modes), unregister it (the health
+/// entry stays), register another and report again. Every write is allowed.
 #[test]
-fn ratcheting_does_not_admit_new_duplicates() {
-    let old = claim(json!({"healthConditions": [cond("Degraded", "A")]}));
-    let new = claim(json!({"healthConditions": [cond("Degraded", "A"), cond("Degraded", "A")]}));
-    let errors = errors_of(PVC, &new, Some(&old));
-    assert_eq!(errors.len(), 1);
-    assert!(errors[0].starts_with("status.healthStatus.healthConditions[1]: Duplicate value: "));
+fn kubelet_csinode_lifecycle_is_allowed() {
+    let node = |drivers: &[&str], health: Option<Value>| {
+        let drivers: Vec<Value> = drivers
+            .iter()
+            .map(|d| json!({"name": d, "nodeID": "node1", "topologyKeys": null}))
+            .collect();
+        let mut object = json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSINode",
+            "metadata": {"name": "node1"}, "spec": {"drivers": drivers}});
+        if let Some(health) = health {
+            object["status"] = json!({"storageHealth": health});
+        }
+        object
+    };
+    let a_health = json!({"name": "a.example.com", "healthConditions": [
+        {"status": "StorageDegraded", "reason": "HighLatency", "accessMode": "ReadWriteOnce",
+         "lastTransitionTime": "2026-07-20T12:00:00Z"},
+        {"status": "StorageDegraded", "reason": "HighLatency", "accessMode": "ReadOnlyMany",
+         "lastTransitionTime": "2026-07-20T12:00:00Z"}
+    ]});
+    let b_health = json!({"name": "b.example.com", "healthConditions": [
+        {"status": "StorageUnreachable", "reason": "NetworkPartition"}
+    ]});
+    let registered = node(&["a.example.com"], None);
+    let reported = node(&["a.example.com"], Some(json!([a_health.clone()])));
+    let unregistered = node(&[], Some(json!([a_health.clone()])));
+    let other = node(&["b.example.com"], Some(json!([a_health.clone()])));
+    let reported_again = node(&["b.example.com"], Some(json!([a_health, b_health])));
+    let steps: [(&str, Operation, &Value, Option<&Value>); 5] = [
+        ("", Operation::Create, &registered, None),
+        ("status", Operation::Update, &reported, Some(&registered)),
+        ("", Operation::Update, &unregistered, Some(&reported)),
+        ("", Operation::Update, &other, Some(&unregistered)),
+        ("status", Operation::Update, &reported_again, Some(&other)),
+    ];
+    let kubelet = UserInfo {
+        username: "system:node:node1".into(),
+        groups: Groups::of(&["system:nodes", "system:authenticated"]),
+    };
+    let policy = RestrictionPolicy {
+        gate_enabled: true,
+        ..Default::default()
+    };
+    for (i, (subresource, operation, new, old)) in steps.into_iter().enumerate() {
+        let (new, old) = (raw(new), old.map(raw));
+        let request = AdmissionRequest::new(NODE, operation)
+            .with_subresource(subresource)
+            .with_name("node1")
+            .with_user(kubelet.clone())
+            .with_objects(Some(&new), old.as_deref());
+        assert_eq!(
+            request.validate(&policy).unwrap(),
+            Verdict::Allowed,
+            "step {i}"
+        );
+    }
+}
+
+/// On a write of the object itself the apiserver keeps the stored status, so the gated fields
+/// are not validated there: stored data never blocks a change of the spec. The same objects
+/// written to `status` are refused, which shows the objects are invalid.
+#[test]
+fn spec_update_beside_stored_invalid_status_is_allowed() {
+    let mut resized = claim(json!({"healthConditions": [cond("Degraded", "bad reason")]}));
+    let stored = resized.clone();
+    resized["spec"]["resources"] = json!({"requests": {"storage": "2Gi"}});
+    let mut relabelled = pod(json!([{"name": "gone", "healthConditions": [cond("Bogus", "R")]}]));
+    let stored_pod = relabelled.clone();
+    relabelled["metadata"]["labels"] = json!({"app": "web"});
+    let stored_node = csinode(json!([{"name": "gone.example.com",
+        "healthConditions": [cond("", "R")]}, {"name": "gone.example.com"}]));
+    let mut unregistered = stored_node.clone();
+    unregistered["spec"]["drivers"] = json!([]);
+    let admin = UserInfo {
+        username: "system:admin".into(),
+        groups: Groups::of(&["system:masters"]),
+    };
+    let policy = RestrictionPolicy {
+        gate_enabled: true,
+        ..Default::default()
+    };
+    for (resource, new, old) in [
+        (PVC, &resized, &stored),
+        (POD, &relabelled, &stored_pod),
+        (NODE, &unregistered, &stored_node),
+    ] {
+        let (new, old) = (raw(new), raw(old));
+        for (subresource, allowed) in [("", true), ("status", false)] {
+            let request = AdmissionRequest::new(resource, Operation::Update)
+                .with_subresource(subresource)
+                .with_name("x")
+                .with_user(admin.clone())
+                .with_objects(Some(&new), Some(&old));
+            let verdict = request.validate(&policy).unwrap();
+            assert_eq!(
+                verdict == Verdict::Allowed,
+                allowed,
+                "{resource:?} subresource {subresource:?}: {verdict:?}"
+            );
+        }
+    }
 }
 
 #[test]
@@ -723,6 +1189,7 @@ mod admission_decisions {
         RestrictionPolicy {
             gate_enabled: enabled,
             pvc_health_writers: None,
+            storage_condition_identity: Default::default(),
         }
     }
 

@@ -99,6 +99,7 @@ fn recorded_cases() {
         let policy = RestrictionPolicy {
             gate_enabled,
             pvc_health_writers: None,
+            storage_condition_identity: Default::default(),
         };
         let verdict = request.validate(&policy).unwrap();
         match verdict.status() {
@@ -167,6 +168,7 @@ fn member_order_does_not_change_answers() {
             let policy = RestrictionPolicy {
                 gate_enabled,
                 pvc_health_writers: None,
+                storage_condition_identity: Default::default(),
             };
             let want_verdict = built.validate(&policy).unwrap();
             let want_drop = built.gated_field_to_drop(gate_enabled).unwrap();

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{ArgAction, Args, Parser, Subcommand};
+use volume_health_validation::ConditionIdentity;
 
 use crate::enforcement::EnforcementAction;
 use crate::gates::{FeatureGates, GateSettings, parse_bool};
@@ -95,6 +96,21 @@ pub struct ServeArgs {
         value_parser = go_bool
     )]
     pub authz_deny_on_mismatch: bool,
+    /// Refuse two storage health conditions of one driver with the same status, reason,
+    /// accessMode and volumeMode (this project's own rule; in-tree Kubernetes accepts them).
+    /// `--storage-health-unique-conditions=false` answers exactly as in-tree. Takes what Go's
+    /// `strconv.ParseBool` takes.
+    #[arg(
+        long,
+        env = "VOLUME_HEALTH_STORAGE_HEALTH_UNIQUE_CONDITIONS",
+        action = ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_value = "true",
+        default_missing_value = "true",
+        value_parser = go_bool
+    )]
+    pub storage_health_unique_conditions: bool,
     /// Usernames allowed to change PVC status.healthStatus (comma-separated); empty: any
     /// user but nodes.
     #[arg(long, env = "VOLUME_HEALTH_PVC_HEALTH_WRITERS", value_delimiter = ',')]
@@ -168,6 +184,11 @@ impl ServeArgs {
             settings: Settings {
                 gates: FeatureGates::from_flags(self.feature_gates),
                 authz_deny_on_mismatch: self.authz_deny_on_mismatch,
+                storage_condition_identity: if self.storage_health_unique_conditions {
+                    ConditionIdentity::Unique
+                } else {
+                    ConditionIdentity::InTree
+                },
                 pvc_health_writers: (!writers.is_empty()).then_some(writers),
                 enforcement_action: self.enforcement_action,
                 max_request_bytes: self.max_request_bytes,

@@ -23,8 +23,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::Level;
 use volume_health_authz::{Answer, AuthzPolicy, RequestAttributes};
 use volume_health_validation::{
-    AdmissionRequest, HealthResource, Invalid, RequestError, RestrictionPolicy, Verdict,
-    bad_request_status,
+    AdmissionRequest, ConditionIdentity, HealthResource, Invalid, RequestError, RestrictionPolicy,
+    Verdict, bad_request_status,
 };
 
 use crate::enforcement::{self, EnforcementAction};
@@ -40,6 +40,9 @@ pub struct Settings {
     pub gates: FeatureGates,
     /// Answer a node asking for another node's CSINode with an explicit deny.
     pub authz_deny_on_mismatch: bool,
+    /// This project's own rule of one identity per storage condition, or in-tree's
+    /// answers.
+    pub storage_condition_identity: ConditionIdentity,
     /// When set, only these users may change a claim's `status.healthStatus`.
     pub pvc_health_writers: Option<HashSet<String>>,
     /// What `/validate` does with a review that field validation refuses.
@@ -78,6 +81,7 @@ impl WebhookState {
             restriction: Arc::new(RestrictionPolicy {
                 gate_enabled: settings.gates.csi_volume_health,
                 pvc_health_writers: settings.pvc_health_writers.clone(),
+                storage_condition_identity: settings.storage_condition_identity,
             }),
             authz: AuthzPolicy {
                 gate_enabled: settings.gates.csi_volume_health,

@@ -29,6 +29,7 @@ fn settings(profile: &str) -> Settings {
         },
         authz_deny_on_mismatch: profile == "deny-mismatch",
         pvc_health_writers: None,
+        storage_condition_identity: Default::default(),
         enforcement_action: EnforcementAction::Deny,
         max_request_bytes: 7 * 1024 * 1024,
         max_in_flight_bytes: 64 * 1024 * 1024,
@@ -507,7 +508,7 @@ async fn csinode_status_by_node_while_gated() {
     assert_eq!(body["response"]["status"]["code"], 403);
     assert_eq!(
         body["response"]["status"]["message"],
-        "csinodes.storage.k8s.io \"node1\" is forbidden: csinodes/status is disabled by feature gate CSIVolumeHealth"
+        "csinodes.storage.k8s.io \"node1\" is forbidden: CSIVolumeHealth feature gate is disabled"
     );
     review["request"]["userInfo"] =
         json!({"username": "system:admin", "groups": ["system:masters"]});

@@ -31,6 +31,7 @@ async fn webhook(case: &Value) -> Value {
         },
         authz_deny_on_mismatch: false,
         pvc_health_writers: None,
+        storage_condition_identity: Default::default(),
         max_request_bytes: 7 * 1024 * 1024,
         max_in_flight_bytes: 64 * 1024 * 1024,
         enforcement_action: EnforcementAction::Deny,

@@ -340,13 +340,6 @@ impl Fingerprint {
     }
 }
 
-/// The fingerprint of one item, as a list's is made of its items'.
-pub(crate) fn fingerprint<T: Fingerprinted>(item: &T) -> u64 {
-    let mut fingerprint = Fingerprint::new();
-    fingerprint.add(item);
-    fingerprint.finish(1)
-}
-
 /// The JSON text of a typed list, for the typed entry points, which read it as the webhooks read
 /// a review's: one implementation of the rules.
 pub(crate) fn typed_list_text<T: serde::Serialize>(items: &[T]) -> Box<RawValue> {

@@ -1,7 +1,7 @@
 //! Views: the members of an object that the rules read, borrowed from the review's text.
 //!
-//! A pod status review carries two whole Pods; only names, `spec.nodeName`, the volume and
-//! driver names and the health fields are read, and everything else is checked to be JSON and
+//! A pod status review carries two whole Pods; only names, `spec.nodeName`, the volume
+//! names and the health fields are read, and everything else is checked to be JSON and
 //! skipped. Lists are [`RawList`]s: short ones held, longer ones kept as their text, so that
 //! memory stays bounded by the body however long a list is.
 //! `Option` everywhere: the apiserver omits empty fields, and `null` reads as absent.
@@ -19,7 +19,7 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
 
 pub(crate) use crate::json::{Borrowed, optional_text};
-pub(crate) use list::{Fingerprinted, RawList, Text, Walk, fingerprint, hash128, typed_list_text};
+pub(crate) use list::{Fingerprinted, RawList, Text, Walk, hash128, typed_list_text};
 
 #[derive(Deserialize, Default)]
 pub(crate) struct MetaView<'a> {
@@ -27,7 +27,7 @@ pub(crate) struct MetaView<'a> {
     pub(crate) name: Option<Text<'a>>,
 }
 
-/// An item of `spec.volumes` or `spec.drivers`.
+/// An item of `spec.volumes`.
 #[derive(Deserialize)]
 pub(crate) struct NameView<'a> {
     #[serde(borrow, default, deserialize_with = "optional_text")]
@@ -97,20 +97,14 @@ impl<'a> ClaimView<'a> {
     }
 }
 
+/// No rule reads `spec.drivers`: a health entry need not name a registered driver (the kubelet
+/// keeps the entry of a driver it has unregistered).
 #[derive(Deserialize)]
 pub(crate) struct CsiNodeView<'a> {
     #[serde(borrow, default)]
     pub(crate) metadata: MetaView<'a>,
     #[serde(borrow, default)]
-    pub(crate) spec: Option<CsiNodeSpecView<'a>>,
-    #[serde(borrow, default)]
     pub(crate) status: Option<CsiNodeStatusView<'a>>,
-}
-
-#[derive(Deserialize)]
-pub(crate) struct CsiNodeSpecView<'a> {
-    #[serde(borrow, default)]
-    pub(crate) drivers: Option<RawList<'a, NameView<'a>>>,
 }
 
 #[derive(Deserialize)]
@@ -123,10 +117,6 @@ pub(crate) struct CsiNodeStatusView<'a> {
 impl<'a> CsiNodeView<'a> {
     pub(crate) fn storage_health(&self) -> Option<&RawList<'a, StorageHealthView<'a>>> {
         self.status.as_ref()?.storage_health.as_ref()
-    }
-
-    pub(crate) fn drivers(&self) -> Option<&RawList<'a, NameView<'a>>> {
-        self.spec.as_ref()?.drivers.as_ref()
     }
 }
 

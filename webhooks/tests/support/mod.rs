@@ -285,6 +285,7 @@ pub(crate) fn settings() -> Settings {
         },
         authz_deny_on_mismatch: false,
         pvc_health_writers: None,
+        storage_condition_identity: Default::default(),
         enforcement_action: EnforcementAction::Deny,
         max_request_bytes: 7 * 1024 * 1024,
         max_in_flight_bytes: 64 * 1024 * 1024,
