@@ -41,7 +41,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::value::RawValue;
-use volume_health_validation::{HealthResource, RestrictionPolicy, UserInfo};
+use volume_health_validation::{ConditionIdentity, HealthResource, RestrictionPolicy, UserInfo};
 
 mod input;
 mod json;
@@ -67,6 +67,9 @@ pub struct Options {
     pub groups: Vec<String>,
     /// Show a progress bar on standard error for inputs that take more than a moment.
     pub progress: bool,
+    /// This project's own rule of one identity per storage condition, or in-tree's answers, as
+    /// the server's `--storage-health-unique-conditions` sets it.
+    pub storage_condition_identity: ConditionIdentity,
 }
 
 impl Default for Options {
@@ -78,6 +81,7 @@ impl Default for Options {
             user: None,
             groups: Vec::new(),
             progress: false,
+            storage_condition_identity: ConditionIdentity::Unique,
         }
     }
 }
@@ -128,7 +132,7 @@ impl<W: Write> Checker<W> {
         let policy = RestrictionPolicy {
             gate_enabled: options.gate_enabled,
             pvc_health_writers: None,
-            storage_condition_identity: Default::default(),
+            storage_condition_identity: options.storage_condition_identity,
         };
         Checker {
             progress: Progress::new(options.progress),

@@ -1,4 +1,5 @@
-//! The recorded apiserver cases (`tests/fixtures/admission/cases.json`), decided by the library
+//! The recorded apiserver cases (`tests/fixtures/admission/cases.json`, and the answers recorded
+//! from a real kube-apiserver v1.37.2 in `upstream-v1.37.2.json`), decided by the library
 //! directly: node restriction and field validation for `validate`, drop on save for `mutate`.
 
 // Test helpers unwrap: a panic here is a failed test with its location.
@@ -16,7 +17,13 @@ use volume_health_validation::{
 use support::apiserver_order;
 
 fn cases() -> Vec<Value> {
-    serde_json::from_str(include_str!("../../tests/fixtures/admission/cases.json")).unwrap()
+    [
+        include_str!("../../tests/fixtures/admission/cases.json"),
+        include_str!("../../tests/fixtures/admission/upstream-v1.37.2.json"),
+    ]
+    .iter()
+    .flat_map(|text| serde_json::from_str::<Vec<Value>>(text).unwrap())
+    .collect()
 }
 
 fn raw(v: &Value) -> Option<Box<RawValue>> {

@@ -4,8 +4,9 @@ use std::io::{BufWriter, IsTerminal};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, ValueEnum};
+use clap::{ArgAction, Args, ValueEnum};
 use volume_health_check::{Checker, Options, OutputFormat, Reporter, Source, sources};
+use volume_health_validation::ConditionIdentity;
 
 use crate::gates::FeatureGates;
 
@@ -46,6 +47,19 @@ pub struct CheckArgs {
         default_value = "CSIVolumeHealth=true"
     )]
     pub feature_gates: FeatureGates,
+    /// As the server's flag: `false` checks CSINode storage conditions exactly as in-tree,
+    /// without this project's rule of one identity per condition within a driver.
+    #[arg(
+        long,
+        env = "VOLUME_HEALTH_CHECK_STORAGE_HEALTH_UNIQUE_CONDITIONS",
+        action = ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_value = "true",
+        default_missing_value = "true",
+        value_parser = crate::config::go_bool
+    )]
+    pub storage_health_unique_conditions: bool,
     /// Report format.
     #[arg(
         short = 'o',
@@ -78,6 +92,7 @@ impl CheckArgs {
             as_user,
             as_group,
             feature_gates,
+            storage_health_unique_conditions,
             output,
         } = self;
         let (sources, old) = match (sources(&paths), old_sources(&old)) {
@@ -98,6 +113,11 @@ impl CheckArgs {
             user: as_user,
             groups: as_group,
             progress: std::io::stderr().is_terminal(),
+            storage_condition_identity: if storage_health_unique_conditions {
+                ConditionIdentity::Unique
+            } else {
+                ConditionIdentity::InTree
+            },
         };
         let (format, color) = match output {
             Output::Text => (OutputFormat::Text, volume_health_check::stdout_color()),

@@ -204,7 +204,7 @@ impl ServeArgs {
 }
 
 /// A boolean flag's value, as Go's `strconv.ParseBool` reads it.
-fn go_bool(s: &str) -> Result<bool, String> {
+pub(crate) fn go_bool(s: &str) -> Result<bool, String> {
     parse_bool(s).map_err(|e| e.to_string())
 }
 
@@ -449,6 +449,21 @@ mod tests {
             err.to_string().contains("unrecognized feature gate: Bogus"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn storage_condition_identity_is_on_unless_turned_off() {
+        let identity = |flags: &[&str]| config(flags).settings.storage_condition_identity;
+        assert_eq!(identity(&[]), ConditionIdentity::Unique);
+        assert_eq!(
+            identity(&["--storage-health-unique-conditions"]),
+            ConditionIdentity::Unique
+        );
+        for off in ["false", "0", "F"] {
+            let flag = format!("--storage-health-unique-conditions={off}");
+            assert_eq!(identity(&[&flag]), ConditionIdentity::InTree, "{flag}");
+        }
+        assert!(parse(&["serve", "--storage-health-unique-conditions=no"]).is_err());
     }
 
     #[test]

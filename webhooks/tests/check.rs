@@ -55,7 +55,7 @@ fn check(case: &Value) -> Value {
             .as_array()
             .map(|g| g.iter().map(|g| g.as_str().unwrap().to_owned()).collect())
             .unwrap_or_default(),
-        progress: false,
+        ..Options::default()
     };
     let mut out = Vec::new();
     let mut checker = Checker::new(options, Reporter::new(&mut out, OutputFormat::Json, false));
@@ -250,6 +250,32 @@ fn flags_and_their_environment_variables() {
         stdout.starts_with("Pod/shop/web-0: status.volumeHealth: dropped on save"),
         "{stdout}"
     );
+    // The storage condition identity rule, on by default, off as in-tree.
+    let csinode = r#"{"apiVersion": "storage.k8s.io/v1", "kind": "CSINode",
+        "metadata": {"name": "node-1"}, "spec": {"drivers": []},
+        "status": {"storageHealth": [{"name": "csi.example.com", "healthConditions": [
+            {"status": "StorageDegraded", "reason": "PoolFull"},
+            {"status": "StorageDegraded", "reason": "PoolFull"}]}]}}"#;
+    let (code, stdout, _) = run(bin().arg("check"), csinode);
+    assert_eq!(code, 1);
+    assert!(
+        stdout.starts_with(
+            "CSINode/node-1: status.storageHealth[0].healthConditions[1]: Duplicate value: "
+        ),
+        "{stdout}"
+    );
+    let (code, _, _) = run(
+        bin().args(["check", "--storage-health-unique-conditions=false"]),
+        csinode,
+    );
+    assert_eq!(code, 0);
+    let (code, _, _) = run(
+        bin()
+            .arg("check")
+            .env("VOLUME_HEALTH_CHECK_STORAGE_HEALTH_UNIQUE_CONDITIONS", "0"),
+        csinode,
+    );
+    assert_eq!(code, 0);
     let (code, _, stderr) = run(bin().args(["check", "--feature-gates", "Bogus=true"]), "");
     assert_eq!(code, 2);
     assert!(
