@@ -31,6 +31,18 @@ pub enum ConditionIdentity {
     InTree,
 }
 
+impl ConditionIdentity {
+    /// [`Unique`](Self::Unique) when `unique`, as a `--storage-health-unique-conditions` flag
+    /// reads.
+    pub fn unique_if(unique: bool) -> Self {
+        if unique {
+            ConditionIdentity::Unique
+        } else {
+            ConditionIdentity::InTree
+        }
+    }
+}
+
 /// Validates a CSINode's `status.storageHealth` with every rule, this project's
 /// [`ConditionIdentity::Unique`] included; `old` is the stored CSINode on update.
 pub fn validate_csinode(new: &CSINode, old: Option<&CSINode>) -> ErrorList {

@@ -113,11 +113,9 @@ impl CheckArgs {
             user: as_user,
             groups: as_group,
             progress: std::io::stderr().is_terminal(),
-            storage_condition_identity: if storage_health_unique_conditions {
-                ConditionIdentity::Unique
-            } else {
-                ConditionIdentity::InTree
-            },
+            storage_condition_identity: ConditionIdentity::unique_if(
+                storage_health_unique_conditions,
+            ),
         };
         let (format, color) = match output {
             Output::Text => (OutputFormat::Text, volume_health_check::stdout_color()),

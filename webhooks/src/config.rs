@@ -184,11 +184,9 @@ impl ServeArgs {
             settings: Settings {
                 gates: FeatureGates::from_flags(self.feature_gates),
                 authz_deny_on_mismatch: self.authz_deny_on_mismatch,
-                storage_condition_identity: if self.storage_health_unique_conditions {
-                    ConditionIdentity::Unique
-                } else {
-                    ConditionIdentity::InTree
-                },
+                storage_condition_identity: ConditionIdentity::unique_if(
+                    self.storage_health_unique_conditions,
+                ),
                 pvc_health_writers: (!writers.is_empty()).then_some(writers),
                 enforcement_action: self.enforcement_action,
                 max_request_bytes: self.max_request_bytes,
