@@ -13,7 +13,7 @@ use std::borrow::Cow;
 use crate::field::{ErrorKind, Errors, LengthUnit, Path};
 use crate::names::{CONDITION_REASON_DETAIL, is_condition_reason};
 use crate::render;
-use crate::view::{RawList, StorageConditionView, VolumeConditionView, Walk};
+use crate::view::{RawList, StorageConditionView, VolumeConditionView, Walk, same_list};
 
 /// Most conditions one health entry may carry.
 pub const MAX_HEALTH_CONDITIONS: usize = 16;
@@ -48,17 +48,6 @@ pub(crate) type Conditions<'l, 'a, C> = Option<&'l RawList<'a, C>>;
 
 fn count<C>(list: Conditions<'_, '_, C>) -> usize {
     list.map_or(0, RawList::len)
-}
-
-/// Equal item for item; absent and empty are the same list (`equality.Semantic.DeepEqual`).
-pub(crate) fn same_list<C: PartialEq + crate::view::Fingerprinted>(
-    a: Conditions<'_, '_, C>,
-    b: Conditions<'_, '_, C>,
-) -> bool {
-    match (a, b) {
-        (Some(a), Some(b)) => a == b,
-        _ => count(a) == 0 && count(b) == 0,
-    }
 }
 
 /// The items of a list of at most [`MAX_HEALTH_CONDITIONS`] (held: see [`RawList`]).

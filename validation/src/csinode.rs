@@ -9,12 +9,11 @@ use k8s_openapi::api::storage::v1::{CSINode, StorageHealth};
 
 use crate::conditions::{
     MAX_HEALTH_CONDITIONS, check_bytes, check_storage_condition, check_storage_identities,
-    same_list,
 };
 use crate::entries::{OldEntries, walk_names};
 use crate::field::{ErrorKind, ErrorList, Errors, GoQuoted, Path};
 use crate::names::{CSI_DRIVER_NAME_MAX_LEN, dns1123_subdomain_errors, go_to_lower};
-use crate::view::{RawList, StorageHealthView, Walk, typed_list_text};
+use crate::view::{RawList, StorageHealthView, Walk, same_list, typed_list_text};
 
 /// Whether two conditions of one driver may share (status, reason, accessMode, volumeMode): this
 /// project's own rule. In-tree Kubernetes v1.37.2 accepts such duplicates (the list

@@ -4,11 +4,11 @@ use std::collections::HashSet;
 
 use k8s_openapi::api::core::v1::{Pod, PodVolumeHealth};
 
-use crate::conditions::{check_volume_conditions, check_volume_reasons, same_list};
+use crate::conditions::{check_volume_conditions, check_volume_reasons};
 use crate::entries::{OldEntries, walk_names};
 use crate::field::{ErrorKind, ErrorList, Errors, Path};
 use crate::render;
-use crate::view::{PodVolumeHealthView, RawList, Walk, typed_list_text};
+use crate::view::{PodVolumeHealthView, RawList, Walk, same_list, typed_list_text};
 
 /// Validates a pod's `status.volumeHealth`, ratcheting against `old` on update. Volume names are
 /// looked up in the new pod's `spec.volumes`.

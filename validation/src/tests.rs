@@ -382,6 +382,7 @@ fn pod_volume_names() {
 /// is `None`) gets, and the upstream function (Kubernetes v1.37.2) whose answer it is.
 struct Row {
     follows: &'static str,
+    what: &'static str,
     resource: HealthResource,
     new: Value,
     old: Option<Value>,
@@ -391,6 +392,7 @@ struct Row {
 fn row(follows: &'static str, resource: HealthResource, new: Value, want: &[&str]) -> Row {
     Row {
         follows,
+        what: "",
         resource,
         new,
         old: None,
@@ -403,6 +405,12 @@ impl Row {
         self.old = Some(old);
         self
     }
+
+    /// What the row shows, beside the code it follows.
+    fn what(mut self, what: &'static str) -> Self {
+        self.what = what;
+        self
+    }
 }
 
 fn check_rows(rows: Vec<Row>) {
@@ -410,15 +418,31 @@ fn check_rows(rows: Vec<Row>) {
         let got = errors_of(row.resource, &row.new, row.old.as_ref());
         assert_eq!(
             got, row.want,
-            "row {i} ({}): new {} old {:?}",
-            row.follows, row.new, row.old
+            "row {i} ({}; {}): new {} old {:?}",
+            row.follows, row.what, row.new, row.old
         );
     }
 }
 
-const VALIDATION: &str = "pkg/apis/core/validation/validation.go";
-const GENERATED: &str = "pkg/apis/core/v1/zz_generated.validations.go";
-const STORAGE: &str = "pkg/apis/storage/validation/validation.go";
+// The upstream code each row follows: file and function (Kubernetes v1.37.2, apimachinery v0.37.2).
+const VOLUME_REASONS: &str =
+    "pkg/apis/core/validation/validation.go validateVolumeHealthConditions";
+const POD_VOLUME_HEALTH: &str = "pkg/apis/core/validation/validation.go validatePodVolumeHealth";
+const CSI_DRIVER_NAME: &str = "pkg/apis/core/validation/validation.go ValidateCSIDriverName";
+const VOLUME_HEALTH_STATUS: &str =
+    "pkg/apis/core/v1/zz_generated.validations.go Validate_VolumeHealthStatus";
+const POD_STATUS: &str = "pkg/apis/core/v1/zz_generated.validations.go Validate_PodStatus";
+const POD_VOLUME_HEALTH_DV: &str =
+    "pkg/apis/core/v1/zz_generated.validations.go Validate_PodVolumeHealth";
+const VOLUME_CONDITION: &str =
+    "pkg/apis/core/v1/zz_generated.validations.go Validate_VolumeHealthCondition";
+const CSINODE_STATUS: &str =
+    "pkg/apis/storage/validation/validation.go ValidateCSINodeStatusUpdate";
+const STORAGE_HEALTH: &str = "pkg/apis/storage/validation/validation.go validateStorageHealth";
+const STORAGE_CONDITION: &str =
+    "pkg/apis/storage/validation/validation.go validateStorageHealthCondition";
+const ERROR_BODY: &str = "apimachinery pkg/util/validation/field/errors.go (*Error).ErrorBody";
+const OWN_RULE: &str = "this project's own rule, ConditionIdentity::Unique";
 const STORAGE_STATUSES: &str = r#"supported values: "StorageDegraded", "StorageUnreachable""#;
 
 fn reason_invalid(path: &str, reason: &str) -> String {
@@ -444,16 +468,17 @@ fn too_many_conditions() {
     let pvc = claim(json!({"healthConditions": list.clone()}));
     check_rows(vec![
         row(
-            "validateVolumeHealthConditions, then Validate_VolumeHealthStatus",
+            VOLUME_HEALTH_STATUS,
             PVC,
             pvc.clone(),
             &[
                 &reason_invalid("status.healthStatus.healthConditions[1]", "1bad"),
                 "status.healthStatus.healthConditions: Too many: 17: must have at most 16 items",
             ],
-        ),
+        )
+        .what("validateVolumeHealthConditions, then Validate_VolumeHealthStatus"),
         row(
-            "the handwritten check is never ratcheted",
+            VOLUME_REASONS,
             PVC,
             pvc.clone(),
             &[&reason_invalid(
@@ -461,22 +486,25 @@ fn too_many_conditions() {
                 "1bad",
             )],
         )
+        .what("the handwritten check is never ratcheted")
         .old(pvc),
         row(
-            "validatePodVolumeHealth, then Validate_PodVolumeHealth",
+            POD_VOLUME_HEALTH_DV,
             POD,
             pod(json!([{"name": "vol", "healthConditions": list}])),
             &[
                 &reason_invalid("status.volumeHealth[0].healthConditions[1]", "1bad"),
                 "status.volumeHealth[0].healthConditions: Too many: 17: must have at most 16 items",
             ],
-        ),
+        )
+        .what("validatePodVolumeHealth, then Validate_PodVolumeHealth"),
         row(
-            "validateStorageHealth",
+            STORAGE_HEALTH,
             NODE,
             csinode(one_driver(storage)),
             &["status.storageHealth[0].healthConditions: Too many: 17: must have at most 16 items"],
-        ),
+        )
+        .what("validateStorageHealth"),
     ]);
 }
 
@@ -492,17 +520,17 @@ fn storage_condition_fields() {
         r#"supported values: "ReadOnlyMany", "ReadWriteMany", "ReadWriteOnce", "ReadWriteOncePod""#;
     let mut rows = vec![
         row(
-            STORAGE,
+            STORAGE_CONDITION,
             NODE,
             message("é".repeat(600)),
             &[&format!(
                 "{c0}.message: Too long: may not be more than 1024 bytes"
             )],
         ),
-        row(STORAGE, NODE, message("m".repeat(1024)), &[]),
-        row(STORAGE, NODE, message("😀".repeat(256)), &[]),
+        row(STORAGE_CONDITION, NODE, message("m".repeat(1024)), &[]),
+        row(STORAGE_CONDITION, NODE, message("😀".repeat(256)), &[]),
         row(
-            STORAGE,
+            STORAGE_CONDITION,
             NODE,
             message("😀".repeat(257)),
             &[&format!(
@@ -510,13 +538,13 @@ fn storage_condition_fields() {
             )],
         ),
         row(
-            STORAGE,
+            STORAGE_CONDITION,
             NODE,
             node(cond("StorageDegraded", &"R".repeat(256))),
             &[],
         ),
         row(
-            STORAGE,
+            STORAGE_CONDITION,
             NODE,
             node(cond("StorageDegraded", &"R".repeat(257))),
             &[&format!(
@@ -524,7 +552,7 @@ fn storage_condition_fields() {
             )],
         ),
         row(
-            STORAGE,
+            STORAGE_CONDITION,
             NODE,
             node(cond("StorageDegraded", &format!("A{}", "é".repeat(200)))),
             &[
@@ -533,7 +561,7 @@ fn storage_condition_fields() {
             ],
         ),
         row(
-            STORAGE,
+            STORAGE_CONDITION,
             NODE,
             node(cond("", "PoolFull")),
             &[&format!(
@@ -541,7 +569,7 @@ fn storage_condition_fields() {
             )],
         ),
         row(
-            STORAGE,
+            STORAGE_CONDITION,
             NODE,
             node(json!({"reason": "PoolFull"})),
             &[&format!(
@@ -549,13 +577,13 @@ fn storage_condition_fields() {
             )],
         ),
         row(
-            STORAGE,
+            STORAGE_CONDITION,
             NODE,
             node(cond("StorageDegraded", "")),
             &[&format!("{c0}.reason: Required value")],
         ),
         row(
-            STORAGE,
+            STORAGE_CONDITION,
             NODE,
             node(json!({"status": "StorageDegraded", "reason": "X", "accessMode": ""})),
             &[&format!(
@@ -563,7 +591,7 @@ fn storage_condition_fields() {
             )],
         ),
         row(
-            STORAGE,
+            STORAGE_CONDITION,
             NODE,
             node(json!({"status": "StorageDegraded", "reason": "X", "volumeMode": "block"})),
             &[&format!(
@@ -571,7 +599,7 @@ fn storage_condition_fields() {
             )],
         ),
         row(
-            "validateStorageHealthCondition: status, reason, message, accessMode, volumeMode",
+            STORAGE_CONDITION,
             NODE,
             node(
                 json!({"status": "Bad", "reason": "1x", "message": "m".repeat(1025),
@@ -586,7 +614,8 @@ fn storage_condition_fields() {
                     r#"{c0}.volumeMode: Unsupported value: "Y": supported values: "Filesystem", "Block""#
                 ),
             ],
-        ),
+        )
+        .what("validateStorageHealthCondition: status, reason, message, accessMode, volumeMode"),
     ];
     for mode in [
         "ReadOnlyMany",
@@ -595,11 +624,11 @@ fn storage_condition_fields() {
         "ReadWriteOncePod",
     ] {
         let condition = json!({"status": "StorageDegraded", "reason": "X", "accessMode": mode});
-        rows.push(row(STORAGE, NODE, node(condition), &[]));
+        rows.push(row(STORAGE_CONDITION, NODE, node(condition), &[]));
     }
     for mode in ["Block", "Filesystem"] {
         let condition = json!({"status": "StorageDegraded", "reason": "X", "volumeMode": mode});
-        rows.push(row(STORAGE, NODE, node(condition), &[]));
+        rows.push(row(STORAGE_CONDITION, NODE, node(condition), &[]));
     }
     check_rows(rows);
 }
@@ -617,31 +646,22 @@ fn csinode_driver_names() {
     let dns = names::DNS1123_SUBDOMAIN_DETAIL;
     check_rows(vec![
         row(
-            STORAGE,
+            STORAGE_HEALTH,
             NODE,
             csinode(json!([{}])),
             &["status.storageHealth[0].name: Required value"],
         ),
         row(
-            STORAGE,
+            STORAGE_HEALTH,
             NODE,
             name(""),
             &["status.storageHealth[0].name: Required value"],
         ),
+        row(STORAGE_HEALTH, NODE, name("other.example.com"), &[]).what("no registration check"),
+        row(CSI_DRIVER_NAME, NODE, name("CSI.example.com"), &[])
+            .what("lower-cased before the check"),
         row(
-            "no registration check",
-            NODE,
-            name("other.example.com"),
-            &[],
-        ),
-        row(
-            "lower-cased before the check",
-            NODE,
-            name("CSI.example.com"),
-            &[],
-        ),
-        row(
-            STORAGE,
+            CSI_DRIVER_NAME,
             NODE,
             name("csi_example"),
             &[&format!(
@@ -649,13 +669,13 @@ fn csinode_driver_names() {
             )],
         ),
         row(
-            STORAGE,
+            CSI_DRIVER_NAME,
             NODE,
             name(&long),
             &["status.storageHealth[0].name: Too long: may not be more than 63 bytes"],
         ),
         row(
-            STORAGE,
+            CSI_DRIVER_NAME,
             NODE,
             name(&long_bad),
             &[
@@ -664,7 +684,7 @@ fn csinode_driver_names() {
             ],
         ),
         row(
-            STORAGE,
+            CSI_DRIVER_NAME,
             NODE,
             name(&too_long_dns),
             &[
@@ -685,31 +705,34 @@ fn values_render_as_apimachinery_does() {
     let s0 = "status.storageHealth[0].healthConditions[0]";
     check_rows(vec![
         row(
-            "ErrorBody: json.Marshal",
+            ERROR_BODY,
             PVC,
             claim(json!({"healthConditions": [cond("A<B&C", "X")]})),
             &[&format!(
                 r#"{c0}.status: Unsupported value: "A\u003cB\u0026C": {VOLUME_STATUSES}"#
             )],
-        ),
+        )
+        .what("ErrorBody: json.Marshal"),
         row(
-            "ErrorBody: json.Marshal",
+            ERROR_BODY,
             PVC,
             claim(json!({"healthConditions": [cond("a\u{1}", "X")]})),
             &[&format!(
                 r#"{c0}.status: Unsupported value: "a\u0001": {VOLUME_STATUSES}"#
             )],
-        ),
+        )
+        .what("ErrorBody: json.Marshal"),
         row(
-            "ErrorBody: json.Marshal",
+            ERROR_BODY,
             PVC,
             claim(json!({"healthConditions": [cond("a\u{7f}", "X")]})),
             &[&format!(
                 "{c0}.status: Unsupported value: \"a\u{7f}\": {VOLUME_STATUSES}"
             )],
-        ),
+        )
+        .what("ErrorBody: json.Marshal"),
         row(
-            "ErrorBody: json.Marshal",
+            ERROR_BODY,
             NODE,
             csinode(one_driver(
                 json!([{"status": "StorageDegraded", "reason": "X", "accessMode": "<x>"}]),
@@ -717,13 +740,15 @@ fn values_render_as_apimachinery_does() {
             &[&format!(
                 r#"{s0}.accessMode: Unsupported value: "\u003cx\u003e": supported values: "ReadOnlyMany", "ReadWriteMany", "ReadWriteOnce", "ReadWriteOncePod""#
             )],
-        ),
+        )
+        .what("ErrorBody: json.Marshal"),
         row(
-            "ErrorBody: %q",
+            ERROR_BODY,
             PVC,
             claim(json!({"healthConditions": [cond("Degraded", "a<\u{1}")]})),
             &[&reason_invalid(c0, "a<\u{1}")],
-        ),
+        )
+        .what("ErrorBody: %q"),
     ]);
     assert!(reason_invalid(c0, "a<\u{1}").contains(r#""a<\x01""#));
 }
@@ -736,7 +761,7 @@ fn duplicates_are_reported_at_the_later_index() {
     let c = "status.healthStatus.healthConditions";
     check_rows(vec![
         row(
-            GENERATED,
+            VOLUME_HEALTH_STATUS,
             PVC,
             pvc(json!([cond("Degraded", "A"), cond("Degraded", "B"),
             {"status": "Degraded", "reason": "A", "message": "m"}])),
@@ -745,13 +770,13 @@ fn duplicates_are_reported_at_the_later_index() {
             )],
         ),
         row(
-            GENERATED,
+            VOLUME_HEALTH_STATUS,
             PVC,
             pvc(json!([cond("Degraded", "A"), cond("DataLoss", "A")])),
             &[],
         ),
         row(
-            GENERATED,
+            VOLUME_HEALTH_STATUS,
             PVC,
             pvc(json!([
                 cond("Degraded", "A"),
@@ -764,7 +789,7 @@ fn duplicates_are_reported_at_the_later_index() {
             ],
         ),
         row(
-            GENERATED,
+            POD_STATUS,
             POD,
             pod(json!([{"name": "vol"}, {"name": "vol2"}, {"name": "vol"}])),
             &[
@@ -772,7 +797,7 @@ fn duplicates_are_reported_at_the_later_index() {
             ],
         ),
         row(
-            GENERATED,
+            POD_STATUS,
             POD,
             pod(json!([{"name": "vol"}, {"name": "vol",
             "healthConditions": [{"status": "Degraded", "reason": "R"}],
@@ -782,7 +807,7 @@ fn duplicates_are_reported_at_the_later_index() {
             ],
         ),
         row(
-            "ValSliceUnique: two empty names too",
+            POD_STATUS,
             POD,
             pod(json!([{"name": ""}, {"name": ""}])),
             &[
@@ -790,22 +815,24 @@ fn duplicates_are_reported_at_the_later_index() {
                 "status.volumeHealth[0].name: Required value",
                 "status.volumeHealth[1].name: Required value",
             ],
-        ),
+        )
+        .what("ValSliceUnique: two empty names too"),
         row(
-            STORAGE,
+            CSINODE_STATUS,
             NODE,
             csinode(json!([{"name": "csi.example.com"}, {"name": "csi.example.com"}])),
             &[r#"status.storageHealth[1]: Duplicate value: "csi.example.com""#],
         ),
         row(
-            "the same condition for two drivers",
+            CSINODE_STATUS,
             NODE,
             csinode(json!([
                 {"name": "csi.example.com", "healthConditions": [cond("StorageDegraded", "PoolFull")]},
                 {"name": "b.example.com", "healthConditions": [cond("StorageDegraded", "PoolFull")]}
             ])),
             &[],
-        ),
+        )
+        .what("the same condition for two drivers"),
     ]);
 }
 
@@ -816,7 +843,7 @@ fn errors_in_kubernetes_order() {
     let c = "status.healthStatus.healthConditions";
     check_rows(vec![
         row(
-            "validatePodVolumeHealth, then Validate_PodStatus",
+            POD_VOLUME_HEALTH,
             POD,
             pod(json!([
                 {"name": "vol", "healthConditions": [cond("", "1bad")]},
@@ -828,9 +855,10 @@ fn errors_in_kubernetes_order() {
                 "status.volumeHealth[0].healthConditions[0].status: Required value",
                 "status.volumeHealth[1].healthConditions[0].reason: Required value",
             ],
-        ),
+        )
+        .what("validatePodVolumeHealth, then Validate_PodStatus"),
         row(
-            "Validate_PodStatus: Unique before EachValSliceVal",
+            POD_STATUS,
             POD,
             pod(json!([
                 {"name": "vol", "healthConditions": [cond("Bogus", "R")]},
@@ -842,9 +870,10 @@ fn errors_in_kubernetes_order() {
                     r#"status.volumeHealth[0].healthConditions[0].status: Unsupported value: "Bogus": {VOLUME_STATUSES}"#
                 ),
             ],
-        ),
+        )
+        .what("Validate_PodStatus: Unique before EachValSliceVal"),
         row(
-            "Validate_VolumeHealthStatus: Unique before EachValSliceVal",
+            VOLUME_HEALTH_STATUS,
             PVC,
             claim(json!({"healthConditions": [
                 {"status": "Degraded", "reason": "R", "message": "x".repeat(1025)},
@@ -854,9 +883,10 @@ fn errors_in_kubernetes_order() {
                 &format!(r#"{c}[1]: Duplicate value: {{"status":"Degraded","reason":"R"}}"#),
                 &format!("{c}[0].message: Too long: may not be more than 1024 bytes"),
             ],
-        ),
+        )
+        .what("Validate_VolumeHealthStatus: Unique before EachValSliceVal"),
         row(
-            "ValidateCSINodeStatusUpdate: one pass",
+            CSINODE_STATUS,
             NODE,
             csinode(json!([
                 {"name": "a.example.com", "healthConditions": [cond("StorageDegraded", &"r".repeat(300))]},
@@ -869,9 +899,10 @@ fn errors_in_kubernetes_order() {
                     names::DNS1123_SUBDOMAIN_DETAIL
                 ),
             ],
-        ),
+        )
+        .what("ValidateCSINodeStatusUpdate: one pass"),
         row(
-            "ValidateCSINodeStatusUpdate: the Duplicate before the entry's own errors",
+            CSINODE_STATUS,
             NODE,
             csinode(json!([
                 {"name": "a.example.com"},
@@ -883,7 +914,8 @@ fn errors_in_kubernetes_order() {
                     r#"status.storageHealth[1].healthConditions[0].status: Unsupported value: "Bad": {STORAGE_STATUSES}"#
                 ),
             ],
-        ),
+        )
+        .what("ValidateCSINodeStatusUpdate: the Duplicate before the entry's own errors"),
     ]);
 }
 
@@ -896,53 +928,69 @@ fn ratcheting_is_per_field() {
     let bad = cond("Healthy", "X");
     let stored = pvc(json!([bad.clone()]));
     check_rows(vec![
-        row("unchanged list", PVC, stored.clone(), &[]).old(stored.clone()),
-        row("an unchanged item beside a new one", PVC,
+        row(VOLUME_HEALTH_STATUS, PVC, stored.clone(), &[])
+        .what("unchanged list").old(stored.clone()),
+        row(VOLUME_HEALTH_STATUS, PVC,
             pvc(json!([bad.clone(), cond("Unknown", "Y")])), &[
             &format!(r#"{c}[1].status: Unsupported value: "Unknown": {VOLUME_STATUSES}"#),
-        ]).old(stored.clone()),
-        row("the message changed: only the message is checked", PVC,
-            pvc(json!([{"status": "Healthy", "reason": "X", "message": "m"}])), &[]).old(stored.clone()),
-        row("the message changed, too long", PVC,
+        ])
+        .what("an unchanged item beside a new one").old(stored.clone()),
+        row(VOLUME_CONDITION, PVC,
+            pvc(json!([{"status": "Healthy", "reason": "X", "message": "m"}])), &[])
+        .what("the message changed: only the message is checked").old(stored.clone()),
+        row(VOLUME_CONDITION, PVC,
             pvc(json!([{"status": "Healthy", "reason": "X", "message": "m".repeat(1025)}])), &[
             &format!("{c}[0].message: Too long: may not be more than 1024 bytes"),
-        ]).old(stored.clone()),
-        row("an unchanged long message is not checked again", PVC,
+        ])
+        .what("the message changed, too long").old(stored.clone()),
+        row(VOLUME_HEALTH_STATUS, PVC,
             pvc(json!([{"status": "Healthy", "reason": "X", "message": "m".repeat(1025)}, cond("Degraded", "Z")])), &[])
+        .what("an unchanged long message is not checked again")
             .old(pvc(json!([{"status": "Healthy", "reason": "X", "message": "m".repeat(1025)}]))),
-        row("a new key is a new item", PVC, pvc(json!([cond("Healthy", "Y")])), &[
+        row(VOLUME_HEALTH_STATUS, PVC, pvc(json!([cond("Healthy", "Y")])), &[
             &format!(r#"{c}[0].status: Unsupported value: "Healthy": {VOLUME_STATUSES}"#),
-        ]).old(stored.clone()),
-        row("over the limit, unchanged", PVC, pvc(conds(17)), &[]).old(pvc(conds(17))),
-        row("over the limit, changed", PVC, pvc(conds(18)), &[
+        ])
+        .what("a new key is a new item").old(stored.clone()),
+        row(VOLUME_HEALTH_STATUS, PVC, pvc(conds(17)), &[])
+        .what("over the limit, unchanged").old(pvc(conds(17))),
+        row(VOLUME_HEALTH_STATUS, PVC, pvc(conds(18)), &[
             &format!("{c}: Too many: 18: must have at most 16 items"),
-        ]).old(pvc(conds(17))),
-        row("an old claim without healthStatus", PVC, stored.clone(), &[
+        ])
+        .what("over the limit, changed").old(pvc(conds(17))),
+        row(VOLUME_HEALTH_STATUS, PVC, stored.clone(), &[
             &format!(r#"{c}[0].status: Unsupported value: "Healthy": {VOLUME_STATUSES}"#),
-        ]).old(claim(json!(null))),
-        row("Unique is not ratcheted per item", PVC,
+        ])
+        .what("an old claim without healthStatus").old(claim(json!(null))),
+        row(VOLUME_HEALTH_STATUS, PVC,
             pvc(json!([cond("Degraded", "A"), cond("Degraded", "A")])), &[
             &format!(r#"{c}[1]: Duplicate value: {{"status":"Degraded","reason":"A"}}"#),
-        ]).old(pvc(json!([cond("Degraded", "A")]))),
-        row("CREATE: nothing to ratchet against", PVC, stored.clone(), &[
+        ])
+        .what("Unique is not ratcheted per item").old(pvc(json!([cond("Degraded", "A")]))),
+        row(VOLUME_HEALTH_STATUS, PVC, stored.clone(), &[
             &format!(r#"{c}[0].status: Unsupported value: "Healthy": {VOLUME_STATUSES}"#),
-        ]),
-        row("an entry's name is its key", POD,
+        ])
+        .what("CREATE: nothing to ratchet against"),
+        row(POD_VOLUME_HEALTH_DV, POD,
             pod(json!([{"name": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}])), &[])
+        .what("an entry's name is its key")
             .old(pod(json!([{"name": ""}]))),
-        row("a new entry with no name", POD, pod(json!([{"name": "vol"}, {"name": ""}])), &[
+        row(POD_VOLUME_HEALTH_DV, POD, pod(json!([{"name": "vol"}, {"name": ""}])), &[
             "status.volumeHealth[1].name: Required value",
-        ]).old(pod(json!([{"name": "vol"}]))),
-        row("an entry's conditions, matched by key", POD,
+        ])
+        .what("a new entry with no name").old(pod(json!([{"name": "vol"}]))),
+        row(POD_VOLUME_HEALTH_DV, POD,
             pod(json!([{"name": "vol", "healthConditions": [{"status": "Bogus", "reason": "R", "message": "changed"}]}])), &[])
+        .what("an entry's conditions, matched by key")
             .old(pod(json!([{"name": "vol", "healthConditions": [cond("Bogus", "R")]}]))),
-        row("a reordered list keeps its matches", POD,
+        row(POD_STATUS, POD,
             pod(json!([{"name": "vol2"}, {"name": "vol", "healthConditions": [bad.clone()]}])), &[])
+        .what("a reordered list keeps its matches")
             .old(pod(json!([{"name": "vol", "healthConditions": [bad.clone()]}]))),
-        row("a changed entry, a new condition", POD,
+        row(POD_VOLUME_HEALTH_DV, POD,
             pod(json!([{"name": "vol", "healthConditions": [bad.clone(), cond("Nope", "Y")]}])), &[
             &format!(r#"status.volumeHealth[0].healthConditions[1].status: Unsupported value: "Nope": {VOLUME_STATUSES}"#),
-        ]).old(pod(json!([{"name": "vol", "healthConditions": [bad.clone()]}]))),
+        ])
+        .what("a changed entry, a new condition").old(pod(json!([{"name": "vol", "healthConditions": [bad.clone()]}]))),
     ]);
 }
 
@@ -956,11 +1004,11 @@ fn handwritten_checks_are_never_ratcheted() {
         {"name": "csi.example.com"}
     ]));
     check_rows(vec![
-        row(VALIDATION, POD, stored_pod.clone(), &[
+        row(POD_VOLUME_HEALTH, POD, stored_pod.clone(), &[
             r#"status.volumeHealth[0].name: Not found: "gone""#,
             &reason_invalid("status.volumeHealth[0].healthConditions[0]", "1bad"),
         ]).old(stored_pod),
-        row(STORAGE, NODE, stored_node.clone(), &[
+        row(CSINODE_STATUS, NODE, stored_node.clone(), &[
             &format!(r#"status.storageHealth[0].healthConditions[0].status: Unsupported value: "": {STORAGE_STATUSES}"#),
             r#"status.storageHealth[1]: Duplicate value: "csi.example.com""#,
         ]).old(stored_node),
@@ -984,22 +1032,27 @@ fn storage_condition_identity() {
     let dup = r#"status.storageHealth[0].healthConditions[1]: Duplicate value: {"status":"StorageDegraded","reason":"PoolFull","message":"twice","lastTransitionTime":null}"#;
     let stale = json!({"name": "csi.example.com", "healthConditions": twice.clone()});
     check_rows(vec![
-        row("scoped by access and volume mode", NODE, csinode(one_driver(scoped)), &[]),
-        row("the same four fields", NODE, csinode(one_driver(twice.clone())), &[dup]),
-        row("after upstream's errors", NODE, csinode(json!([
+        row(OWN_RULE, NODE, csinode(one_driver(scoped)), &[])
+        .what("scoped by access and volume mode"),
+        row(OWN_RULE, NODE, csinode(one_driver(twice.clone())), &[dup])
+        .what("the same four fields"),
+        row(OWN_RULE, NODE, csinode(json!([
             {"name": "csi.example.com", "healthConditions": twice.clone()},
             {"name": "Bad_Name"}
         ])), &[
             &format!(r#"status.storageHealth[1].name: Invalid value: "Bad_Name": {}"#, names::DNS1123_SUBDOMAIN_DETAIL),
             dup,
-        ]),
-        row("a stored report never blocks another driver's", NODE, csinode(json!([
+        ])
+        .what("after upstream's errors"),
+        row(OWN_RULE, NODE, csinode(json!([
             stale.clone(),
             {"name": "b.example.com", "healthConditions": [cond("StorageUnreachable", "Down")]}
-        ])), &[]).old(csinode(json!([stale.clone()]))),
-        row("a changed entry is checked again", NODE, csinode(json!([
+        ])), &[])
+        .what("a stored report never blocks another driver's").old(csinode(json!([stale.clone()]))),
+        row(OWN_RULE, NODE, csinode(json!([
             {"name": "csi.example.com", "healthConditions": [twice[0].clone(), twice[1].clone(), cond("StorageUnreachable", "Down")]}
-        ])), &[dup]).old(csinode(json!([stale]))),
+        ])), &[dup])
+        .what("a changed entry is checked again").old(csinode(json!([stale]))),
     ]);
     let new = csinode(one_driver(twice));
     let in_tree = RestrictionPolicy {

@@ -196,6 +196,18 @@ impl<T: PartialEq + Fingerprinted> PartialEq for RawList<'_, T> {
     }
 }
 
+/// Equal item for item, an absent list the same as an empty one (`equality.Semantic.DeepEqual`,
+/// as apimachinery's ratcheting compares lists).
+pub(crate) fn same_list<T: PartialEq + Fingerprinted>(
+    a: Option<&RawList<'_, T>>,
+    b: Option<&RawList<'_, T>>,
+) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => a == b,
+        _ => a.map_or(0, RawList::len) == 0 && b.map_or(0, RawList::len) == 0,
+    }
+}
+
 impl<T: Fingerprinted> Hash for RawList<'_, T> {
     fn hash<H: Hasher>(&self, state: &mut H) {
         self.len.hash(state);

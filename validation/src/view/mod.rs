@@ -19,7 +19,7 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
 
 pub(crate) use crate::json::{Borrowed, optional_text};
-pub(crate) use list::{Fingerprinted, RawList, Text, Walk, hash128, typed_list_text};
+pub(crate) use list::{Fingerprinted, RawList, Text, Walk, hash128, same_list, typed_list_text};
 
 #[derive(Deserialize, Default)]
 pub(crate) struct MetaView<'a> {
