@@ -10,4 +10,5 @@ mod fixture;
 mod fixture_files;
 mod listing;
 mod manifest;
+mod propagation;
 mod real_nodes;
