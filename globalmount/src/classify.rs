@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use thiserror::Error;
 
@@ -568,6 +568,10 @@ pub fn diagnose_with(
                 StatProbe::TimedOut(t) => Err(format!(
                     "stat of {GLOBAL_MOUNT_DIR} did not return within {}",
                     humantime::format_duration(t)
+                )),
+                StatProbe::StillStuck(t) => Err(format!(
+                    "stat of {GLOBAL_MOUNT_DIR} started {} ago has not returned",
+                    humantime::format_duration(Duration::from_secs(t.as_secs()))
                 )),
                 StatProbe::Reachable | StatProbe::NotProbed => Ok(()),
             }

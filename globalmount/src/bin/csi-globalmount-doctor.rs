@@ -17,6 +17,7 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::{Context, Result, bail};
 use clap::{Parser, ValueEnum};
 use csi_globalmount::api::{ApiDump, parse_node, parse_volume_attachments};
+use csi_globalmount::fs::StatProber;
 use csi_globalmount::metrics::DoctorMetrics;
 use csi_globalmount::mountinfo::MountInfoFile;
 use csi_globalmount::mountrefs::{MountRefsError, RetryPolicy, SystemClock, read_mount_table};
@@ -121,7 +122,14 @@ fn read(path: &PathBuf) -> Result<Vec<u8>> {
     std::fs::read(path).with_context(|| format!("reading {}", path.display()))
 }
 
-fn run(args: &Args) -> Result<Report> {
+/// The stat prober of `--stat-timeout`, none when it is 0.
+fn prober(args: &Args) -> Option<StatProber> {
+    (!args.stat_timeout.is_zero()).then(|| StatProber::new(args.stat_timeout))
+}
+
+/// One run. `prober` is shared by the runs of the continuous mode, so that a
+/// stat stuck on a dead mount in one run is not started again by the next.
+fn run(args: &Args, prober: Option<&StatProber>) -> Result<Report> {
     if !args.kubelet_root.is_absolute() {
         bail!(
             "--kubelet-root must be absolute, got {}",
@@ -129,8 +137,8 @@ fn run(args: &Args) -> Result<Report> {
         );
     }
     let mut fs = HostFs::non_blocking(args.host_prefix.clone());
-    if !args.stat_timeout.is_zero() {
-        fs = fs.with_stat_probe(args.stat_timeout);
+    if let Some(prober) = prober {
+        fs = fs.with_stat_prober(prober.clone());
     }
     // Kubelet resolves its root directory's links; the mount table spells the target.
     let root = match fs.resolve_symlinks(&args.kubelet_root) {
@@ -234,7 +242,7 @@ fn print(text: &str) -> Result<()> {
 }
 
 fn once(args: &Args) -> ExitCode {
-    let outcome = run(args).and_then(|report| {
+    let outcome = run(args, prober(args).as_ref()).and_then(|report| {
         print(&render(&report, args.format, false)?)?;
         Ok(report.has_findings())
     });
@@ -255,9 +263,10 @@ fn once(args: &Args) -> ExitCode {
 /// Runs forever: one report per interval; failures are logged and counted,
 /// never fatal, since the next run may succeed.
 fn every(args: &Args, interval: Duration, metrics: &DoctorMetrics) {
+    let prober = prober(args);
     loop {
         let started = Instant::now();
-        match run(args).and_then(|report| {
+        match run(args, prober.as_ref()).and_then(|report| {
             print(&render(&report, args.format, true)?)?;
             Ok(report)
         }) {

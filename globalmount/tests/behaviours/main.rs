@@ -12,3 +12,4 @@ mod listing;
 mod manifest;
 mod propagation;
 mod real_nodes;
+mod stuck_probes;
