@@ -19,6 +19,7 @@
 //! * [`api`]: Node and VolumeAttachment JSON.
 //! * [`classify`], [`report`]: the diagnosis, with a plan for each finding.
 //! * [`metrics`]: Prometheus metrics of runs, for the continuous mode.
+//! * [`serve`]: the continuous mode's metrics port, bounded against idle clients.
 //!
 //! Nothing in this crate writes to the node, and the default file access
 //! ([`fs::HostFs::non_blocking`]) never enters a mount point, so a dead NFS or
@@ -38,6 +39,7 @@ pub mod mountrefs;
 pub mod plan;
 pub mod podlocal;
 pub mod report;
+pub mod serve;
 pub mod voldata;
 
 #[cfg(test)]

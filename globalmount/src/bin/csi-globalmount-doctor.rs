@@ -21,6 +21,7 @@ use csi_globalmount::fs::StatProber;
 use csi_globalmount::metrics::DoctorMetrics;
 use csi_globalmount::mountinfo::MountInfoFile;
 use csi_globalmount::mountrefs::{MountRefsError, RetryPolicy, SystemClock, read_mount_table};
+use csi_globalmount::serve::{MetricsPort, ServeLimits, router};
 use csi_globalmount::{
     ExtraInputs, HostFs, KubeletLayout, NodeFs, NodeInputs, Report, diagnose_with,
 };
@@ -108,6 +109,25 @@ struct Args {
     /// With --interval: serve Prometheus metrics on ADDR at /metrics.
     #[arg(long, env = "CSI_GLOBALMOUNT_METRICS_ADDR", requires = "interval")]
     metrics_addr: Option<SocketAddr>,
+
+    /// With --metrics-addr: time allowed for a request's headers, and for
+    /// the next request on a kept-alive connection.
+    #[arg(
+        long,
+        env = "CSI_GLOBALMOUNT_METRICS_HEADER_TIMEOUT",
+        default_value = "5s",
+        value_parser = humantime::parse_duration
+    )]
+    metrics_header_timeout: Duration,
+
+    /// With --metrics-addr: most connections served at once; further ones
+    /// wait in the listen backlog.
+    #[arg(
+        long,
+        env = "CSI_GLOBALMOUNT_METRICS_MAX_CONNECTIONS",
+        default_value_t = csi_globalmount::serve::DEFAULT_MAX_CONNECTIONS
+    )]
+    metrics_max_connections: usize,
 
     /// Output format.
     #[arg(long, env = "CSI_GLOBALMOUNT_FORMAT", value_enum, default_value_t = Format::Json)]
@@ -280,42 +300,23 @@ fn every(args: &Args, interval: Duration, metrics: &DoctorMetrics) {
     }
 }
 
-fn serve_metrics(addr: SocketAddr, metrics: Arc<DoctorMetrics>) -> Result<()> {
-    use axum::routing::get;
+fn serve_metrics(addr: SocketAddr, limits: ServeLimits, metrics: Arc<DoctorMetrics>) -> Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the metrics server")?;
     runtime.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .with_context(|| format!("binding {addr}"))?;
+        let port = MetricsPort::bind(addr).await?;
         // The bound address, which differs from ADDR when its port is 0.
-        let bound = listener.local_addr().context("reading the bound address")?;
-        eprintln!("csi-globalmount-doctor: serving metrics on http://{bound}/metrics");
-        let app = axum::Router::new()
-            .route(
-                "/metrics",
-                get(move || {
-                    let metrics = Arc::clone(&metrics);
-                    async move {
-                        (
-                            [(
-                                axum::http::header::CONTENT_TYPE,
-                                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                            )],
-                            metrics.encode(),
-                        )
-                    }
-                }),
-            )
-            .route("/healthz", get(|| async { "ok" }));
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async {
-                let _ = tokio::signal::ctrl_c().await;
-            })
-            .await
-            .context("serving metrics")
+        eprintln!(
+            "csi-globalmount-doctor: serving metrics on http://{}/metrics",
+            port.local_addr()
+        );
+        port.serve(router(metrics), limits, async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await;
+        Ok(())
     })
 }
 
@@ -335,9 +336,13 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Some(addr) => {
+            let limits = ServeLimits {
+                header_read_timeout: args.metrics_header_timeout,
+                max_connections: args.metrics_max_connections,
+            };
             let runner = Arc::clone(&metrics);
             std::thread::spawn(move || every(&args, interval, &runner));
-            match serve_metrics(addr, metrics) {
+            match serve_metrics(addr, limits, metrics) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("csi-globalmount-doctor: {e:#}");

@@ -10,6 +10,7 @@ mod fixture;
 mod fixture_files;
 mod listing;
 mod manifest;
+mod metrics_flood;
 mod propagation;
 mod real_nodes;
 mod stuck_probes;
