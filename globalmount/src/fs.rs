@@ -7,7 +7,8 @@
 
 use std::collections::HashMap;
 use std::ffi::OsString;
-use std::io;
+use std::io::{self, Read as _};
+use std::os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _};
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
@@ -45,7 +46,7 @@ pub trait NodeFs {
     /// Lists a directory, sorted by the bytes of each name (Go's `os.ReadDir` order).
     fn read_dir(&self, path: &Path) -> io::Result<Vec<DirEntryInfo>>;
 
-    /// Reads a whole regular file.
+    /// Reads a whole regular file of at most [`MAX_FILE_BYTES`].
     fn read_file(&self, path: &Path) -> io::Result<Vec<u8>>;
 
     /// Whether `path` exists, and as what. `Ok(None)` means it does not exist.
@@ -230,6 +231,11 @@ impl StatProber {
     }
 }
 
+/// The largest file [`HostFs::read_file`] reads. A `vol_data.json` is a few
+/// hundred bytes; anything past this is not one, and reading it whole would
+/// let a file on the node decide the doctor's memory.
+pub const MAX_FILE_BYTES: u64 = 64 * 1024;
+
 /// How many symbolic links a resolution follows before giving up (Linux's limit).
 const MAX_SYMLINKS: usize = 40;
 
@@ -325,7 +331,7 @@ impl NodeFs for HostFs {
     }
 
     fn read_file(&self, path: &Path) -> io::Result<Vec<u8>> {
-        std::fs::read(self.access_path(path))
+        read_regular_file(&self.access_path(path), MAX_FILE_BYTES)
     }
 
     fn entry_kind(&self, path: &Path) -> io::Result<Option<EntryKind>> {
@@ -414,6 +420,55 @@ impl NodeFs for HostFs {
             Err(e) => Err(e),
         }
     }
+}
+
+/// Reads `path` if it is a regular file of at most `limit` bytes.
+///
+/// The last component is not followed (a link could lead anywhere on the
+/// host), and the open does not wait: opening a FIFO for reading otherwise
+/// blocks until a writer appears, which would stall the whole run while the
+/// health check still answers. The type is then checked on the open file,
+/// so it cannot change between the check and the read.
+pub fn read_regular_file(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => {
+                io::Error::new(io::ErrorKind::InvalidInput, "a symbolic link, not followed")
+            }
+            _ => e,
+        })?;
+    let file_type = file.metadata()?.file_type();
+    if !file_type.is_file() {
+        let what = if file_type.is_fifo() {
+            "a FIFO"
+        } else if file_type.is_dir() {
+            "a directory"
+        } else if file_type.is_socket() {
+            "a socket"
+        } else if file_type.is_block_device() || file_type.is_char_device() {
+            "a device"
+        } else {
+            "not a regular file"
+        };
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{what}, not a regular file"),
+        ));
+    }
+    let mut bytes = Vec::new();
+    // One byte past the limit tells a file at the limit from a larger one,
+    // whatever its size said (it may grow while read).
+    file.take(limit + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("larger than {limit} bytes"),
+        ));
+    }
+    Ok(bytes)
 }
 
 /// Sorts entries the way Go's `os.ReadDir` does: by the raw bytes of the name.
@@ -516,6 +571,32 @@ mod tests {
         assert_eq!(
             HostFs::non_blocking(None).probe_stat(dir.path()),
             StatProbe::NotProbed
+        );
+    }
+
+    #[test]
+    fn read_file_reads_up_to_the_bound_and_refuses_links_fifos_and_larger_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = HostFs::non_blocking(Some(dir.path().to_path_buf()));
+        let at_limit = vec![b'x'; usize::try_from(MAX_FILE_BYTES).unwrap()];
+        std::fs::write(dir.path().join("small"), b"{}").unwrap();
+        std::fs::write(dir.path().join("at-limit"), &at_limit).unwrap();
+        std::fs::write(
+            dir.path().join("past-limit"),
+            [&at_limit[..], b"y"].concat(),
+        )
+        .unwrap();
+        std::os::unix::fs::symlink(dir.path().join("small"), dir.path().join("link")).unwrap();
+        std::fs::create_dir(dir.path().join("dir")).unwrap();
+        assert_eq!(fs.read_file(Path::new("/small")).unwrap(), b"{}");
+        assert_eq!(fs.read_file(Path::new("/at-limit")).unwrap(), at_limit);
+        let refused = |name: &str| fs.read_file(Path::new(name)).unwrap_err().to_string();
+        assert_eq!(refused("/past-limit"), "larger than 65536 bytes");
+        assert_eq!(refused("/link"), "a symbolic link, not followed");
+        assert_eq!(refused("/dir"), "a directory, not a regular file");
+        assert_eq!(
+            fs.read_file(Path::new("/missing")).unwrap_err().kind(),
+            io::ErrorKind::NotFound
         );
     }
 

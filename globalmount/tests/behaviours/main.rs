@@ -8,6 +8,7 @@ mod cli;
 mod fallback;
 mod fixture;
 mod fixture_files;
+mod hostile_files;
 mod listing;
 mod manifest;
 mod metrics_flood;
