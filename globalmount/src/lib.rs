@@ -31,6 +31,7 @@ mod advice;
 pub mod api;
 pub mod classify;
 pub mod discover;
+pub mod escape;
 pub mod fs;
 pub mod layout;
 pub mod metrics;

@@ -1,10 +1,14 @@
 //! The doctor's report: its JSON shape and its text rendering.
+//!
+//! Every name and value from the node is escaped in the text and
+//! node-problem-detector renderings ([`crate::escape`]).
 
 use std::fmt::Write as _;
 
 use serde::Serialize;
 
 use crate::discover::{SkipReason, SpecVolIdSource, VolumeMode};
+use crate::escape::{self, text as esc};
 use crate::plan::PlannedAction;
 use crate::podlocal::DeclineReason;
 
@@ -517,7 +521,8 @@ impl Report {
                     .map(|k| k.path.clone())
             });
         if let Some(first) = first {
-            parts.push(format!("first: {first}"));
+            // A name from the node: it must not split the line or forge a part.
+            parts.push(format!("first: {}", escape::npd(&first)));
         }
         format!("{} findings: {}", s.findings, parts.join(" "))
     }
@@ -529,9 +534,9 @@ impl Report {
         let _ = writeln!(
             out,
             "node: {}  kubelet root: {}  mount table: {}",
-            self.node_name.as_deref().unwrap_or("(unknown)"),
-            self.kubelet_root,
-            self.mountinfo_source
+            esc(self.node_name.as_deref().unwrap_or("(unknown)")),
+            esc(&self.kubelet_root),
+            esc(&self.mountinfo_source)
         );
         let _ = writeln!(out, "\nglobal volumes ({}):", self.global_volumes.len());
         for v in &self.global_volumes {
@@ -541,18 +546,18 @@ impl Report {
                 "  {:<20} {:?} {}{}",
                 v.class.as_str(),
                 v.mode,
-                v.unique_volume_name,
+                esc(&v.unique_volume_name),
                 if flags.is_empty() {
                     String::new()
                 } else {
                     format!("  [{}]", flags.join(", "))
                 }
             );
-            let _ = writeln!(out, "      path: {}", v.device_mount_path);
+            let _ = writeln!(out, "      path: {}", esc(&v.device_mount_path));
             let _ = writeln!(
                 out,
                 "      spec name: {} (from {})  mounted: {}  pod refs: {}  pod dirs: {}  kubelet plan: {}",
-                v.spec_name,
+                esc(&v.spec_name),
                 match v.spec_vol_id_source {
                     SpecVolIdSource::File => "specVolID",
                     SpecVolIdSource::Handle => "volumeHandle",
@@ -568,17 +573,18 @@ impl Report {
                     .pods
                     .iter()
                     .map(|p| match (&p.namespace, &p.name) {
-                        (Some(ns), Some(name)) => format!("{ns}/{name}"),
-                        _ => p.uid.clone(),
+                        (Some(ns), Some(name)) => format!("{}/{}", esc(ns), esc(name)),
+                        _ => esc(&p.uid).to_string(),
                     })
                     .collect();
                 let _ = writeln!(
                     out,
-                    "      owner: pv {pv}{}{}",
+                    "      owner: pv {}{}{}",
+                    esc(pv),
                     v.owner
                         .claim
                         .as_deref()
-                        .map(|c| format!("  claim {c}"))
+                        .map(|c| format!("  claim {}", esc(c)))
                         .unwrap_or_default(),
                     if pods.is_empty() {
                         String::new()
@@ -593,11 +599,11 @@ impl Report {
                     "      progress: {}  decided by: {}  ({})",
                     serde_plain(&p.state),
                     serde_plain(&p.decided_by),
-                    p.detail
+                    esc(&p.detail)
                 );
             }
             if let Some(detail) = &v.kubelet_would_list_detail {
-                let _ = writeln!(out, "      kubelet would not list it: {detail}");
+                let _ = writeln!(out, "      kubelet would not list it: {}", esc(detail));
             }
             if let Some(api) = &v.api {
                 let in_use = match api.in_volumes_in_use {
@@ -607,12 +613,12 @@ impl Report {
                 };
                 let va = match &api.volume_attachment {
                     None => "n/a".to_owned(),
-                    Some(va) if !va.exists => format!("{} absent", va.name),
+                    Some(va) if !va.exists => format!("{} absent", esc(&va.name)),
                     Some(va) => format!(
                         "{} attached={} node={}",
-                        va.name,
+                        esc(&va.name),
                         va.attached.unwrap_or(false),
-                        va.node_name.as_deref().unwrap_or("")
+                        esc(va.node_name.as_deref().unwrap_or(""))
                     ),
                 };
                 let _ = writeln!(out, "      volumesInUse: {in_use}  VolumeAttachment: {va}");
@@ -626,26 +632,28 @@ impl Report {
                 self.pod_local.len()
             );
             for p in &self.pod_local {
-                let _ = writeln!(out, "  {}", p.path);
-                let _ = writeln!(out, "      error: {}", p.voldata_error);
+                let _ = writeln!(out, "  {}", esc(&p.path));
+                let _ = writeln!(out, "      error: {}", esc(&p.voldata_error));
                 match (&p.recovered_from, &p.decline_detail) {
                     (Some(r), _) => {
                         let _ = writeln!(
                             out,
                             "      KEP-6058 fallback recovers {}^{} from {}",
-                            r.driver, r.volume_handle, r.global_data_dir
+                            esc(&r.driver),
+                            esc(&r.volume_handle),
+                            esc(&r.global_data_dir)
                         );
                     }
                     (None, detail) => {
                         let _ = writeln!(
                             out,
                             "      KEP-6058 fallback declines: {}",
-                            detail.as_deref().unwrap_or("")
+                            esc(detail.as_deref().unwrap_or(""))
                         );
                     }
                 }
                 if let Some(paired) = &p.paired_global_volume {
-                    let _ = writeln!(out, "      belongs to: {paired}");
+                    let _ = writeln!(out, "      belongs to: {}", esc(paired));
                 }
             }
         }
@@ -660,12 +668,12 @@ impl Report {
                     out,
                     "  {:<22} {}{}",
                     s.reason.as_str(),
-                    s.path,
+                    esc(&s.path),
                     if s.mounted { "  [MOUNTED]" } else { "" }
                 );
-                let _ = writeln!(out, "      {}", s.detail);
+                let _ = writeln!(out, "      {}", esc(&s.detail));
                 if let Some(expected) = &s.expected {
-                    let _ = writeln!(out, "      expected: {expected}");
+                    let _ = writeln!(out, "      expected: {}", esc(expected));
                 }
                 write_plan(&mut out, &s.operator_plan);
             }
@@ -673,7 +681,7 @@ impl Report {
         if !self.warnings.is_empty() {
             let _ = writeln!(out, "\nwarnings:");
             for w in &self.warnings {
-                let _ = writeln!(out, "  {w}");
+                let _ = writeln!(out, "  {}", esc(w));
             }
         }
         let s = &self.summary;
@@ -707,7 +715,7 @@ fn write_plan(out: &mut String, plan: &[String]) {
     }
     let _ = writeln!(out, "      plan:");
     for (i, step) in plan.iter().enumerate() {
-        let _ = writeln!(out, "        {}. {step}", i + 1);
+        let _ = writeln!(out, "        {}. {}", i + 1, esc(step));
     }
 }
 

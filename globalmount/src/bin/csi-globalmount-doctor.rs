@@ -17,6 +17,7 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::{Context, Result, bail};
 use clap::{Parser, ValueEnum};
 use csi_globalmount::api::{ApiDump, parse_node, parse_volume_attachments};
+use csi_globalmount::escape;
 use csi_globalmount::fs::StatProber;
 use csi_globalmount::metrics::DoctorMetrics;
 use csi_globalmount::mountinfo::MountInfoFile;
@@ -272,9 +273,12 @@ fn once(args: &Args) -> ExitCode {
         Err(e) => {
             if args.format == Format::Npd {
                 // node-problem-detector reads the message from stdout.
-                let _ = print(&format!("error: {e:#}\n"));
+                let _ = print(&format!("error: {}\n", escape::text(&format!("{e:#}"))));
             }
-            eprintln!("csi-globalmount-doctor: {e:#}");
+            eprintln!(
+                "csi-globalmount-doctor: {}",
+                escape::text(&format!("{e:#}"))
+            );
             ExitCode::from(2)
         }
     }
@@ -292,7 +296,11 @@ fn every(args: &Args, interval: Duration, metrics: &DoctorMetrics) {
         }) {
             Ok(report) => metrics.record(&report, started.elapsed()),
             Err(e) => {
-                eprintln!("csi-globalmount-doctor: {e:#}");
+                // Errors name paths, and paths come from the node.
+                eprintln!(
+                    "csi-globalmount-doctor: {}",
+                    escape::text(&format!("{e:#}"))
+                );
                 metrics.record_error(started.elapsed());
             }
         }

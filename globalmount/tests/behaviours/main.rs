@@ -9,6 +9,7 @@ mod fallback;
 mod fixture;
 mod fixture_files;
 mod hostile_files;
+mod hostile_names;
 mod listing;
 mod manifest;
 mod metrics_flood;
