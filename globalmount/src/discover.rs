@@ -14,7 +14,8 @@ use crate::error_chain;
 use crate::fs::{EntryKind, NodeFs};
 use crate::layout::{
     BLOCK_DATA_DIR, BLOCK_DEV_DIR, BLOCK_PUBLISH_DIR, BLOCK_STAGING_DIR, GLOBAL_MOUNT_DIR,
-    KubeletLayout, LEGACY_PV_DIR, attachment_name, clean_path, sha256_hex, unique_volume_name,
+    KubeletLayout, LEGACY_PV_DIR, attachment_name, clean_path, is_single_component, sha256_hex,
+    unique_volume_name,
 };
 use crate::voldata::{self, VolumeData};
 
@@ -311,6 +312,15 @@ fn describe_global_volume(
         spec_vol_id => (spec_vol_id.to_owned(), SpecVolIdSource::File),
     };
 
+    // A driver name such as "d/." or "x/../d" cleans to the directory it sits
+    // in, yet names another driver than the directory does.
+    if !is_single_component(&driver) {
+        return Err(skip(
+            volume_dir,
+            SkipReason::IdentityMismatch,
+            format!("driverName {driver:?} is not a single path component"),
+        ));
+    }
     // Identity: the directory must be where makeDeviceMountPath puts this
     // driver and handle. Otherwise the file was copied, or describes another
     // volume, and acting on it could unstage the wrong thing.
@@ -438,6 +448,16 @@ fn describe_global_block_volume(
             volume_dir,
             SkipReason::BlockNoSpecvolid,
             "data/vol_data.json has no specVolID",
+        ));
+    }
+    // The staging and publish paths join the raw specVolID: "a/../../x"
+    // escapes to a directory name that matches, and then points outside the
+    // tree.
+    if !is_single_component(&spec_vol_id) {
+        return Err(skip(
+            volume_dir,
+            SkipReason::IdentityMismatch,
+            format!("specVolID {spec_vol_id:?} is not a single path component"),
         ));
     }
     let expected = layout.block_volume_dir(&spec_vol_id);

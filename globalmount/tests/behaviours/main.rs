@@ -16,3 +16,4 @@ mod metrics_flood;
 mod propagation;
 mod real_nodes;
 mod stuck_probes;
+mod traversal;
