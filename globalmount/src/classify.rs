@@ -6,7 +6,7 @@
 //! cost grows with the number of volumes plus mounts, not with their product:
 //! a node with thousands of volumes is diagnosed in well under a second.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -130,10 +130,12 @@ fn display(path: &Path) -> String {
     path.to_string_lossy().into_owned()
 }
 
-fn push_unique(list: &mut Vec<PathBuf>, path: PathBuf) {
-    if !list.contains(&path) {
-        list.push(path);
-    }
+/// `paths` without repeats, each kept where it first appears. A hash set
+/// rather than a search of the list: one volume may have tens of thousands
+/// of references (a `subPath: "."` mount per container).
+fn dedup_in_order(paths: &mut Vec<PathBuf>) {
+    let mut seen = HashSet::with_capacity(paths.len());
+    paths.retain(|p| seen.insert(p.clone()));
 }
 
 fn filesystem_facts(
@@ -157,17 +159,20 @@ fn filesystem_facts(
     // The global mount is known to exist from the listing, so the table
     // alone answers; nothing is stat'ed.
     let pods_dir = layout.pods_dir();
+    let own: HashSet<&Path> = std::iter::once(global_mount.as_path())
+        .chain(nested_mounts.iter().map(PathBuf::as_path))
+        .collect();
     for path in std::iter::once(&global_mount).chain(nested_mounts.iter()) {
         match table.search_mount_points(path) {
             Ok(refs) => {
                 for r in refs {
-                    if r == global_mount || nested_mounts.contains(&r) {
+                    if own.contains(r.as_path()) {
                         continue;
                     }
                     if r.starts_with(&pods_dir) {
-                        push_unique(&mut facts.pod_refs, r);
+                        facts.pod_refs.push(r);
                     } else {
-                        push_unique(&mut facts.other_refs, r);
+                        facts.other_refs.push(r);
                     }
                 }
             }
@@ -178,6 +183,8 @@ fn filesystem_facts(
             )),
         }
     }
+    dedup_in_order(&mut facts.pod_refs);
+    dedup_in_order(&mut facts.other_refs);
     facts.nested_mounts = nested_mounts;
     facts
 }
@@ -999,9 +1006,9 @@ fn skip_report(
         if let Ok(refs) = table.search_mount_points(&mount.mount_point) {
             for r in refs.into_iter().filter(|r| r.starts_with(pods_dir)) {
                 if let Some(&pi) = pod_by_mount.get(&clean_path(&r)) {
-                    push_unique(&mut pod_dirs, pods.fs_volumes[pi].path.clone());
+                    pod_dirs.push(pods.fs_volumes[pi].path.clone());
                 }
-                push_unique(&mut pod_refs, r);
+                pod_refs.push(r);
             }
         }
     }
@@ -1013,10 +1020,12 @@ fn skip_report(
             .map(|n| n.to_string_lossy().into_owned());
         for pod in &pods.fs_volumes {
             if Some(&pod.name) == pv_name.as_ref() {
-                push_unique(&mut pod_dirs, pod.path.clone());
+                pod_dirs.push(pod.path.clone());
             }
         }
     }
+    dedup_in_order(&mut pod_refs);
+    dedup_in_order(&mut pod_dirs);
     let attached_device_path_matches = match (mount, node) {
         (Some(mount), Some(node)) => node
             .volumes_attached

@@ -4,6 +4,8 @@
 //! Every entry that is passed over is reported with a reason code instead of
 //! being dropped silently, so an operator sees exactly what kubelet would skip.
 
+use std::collections::HashMap;
+use std::ffi::OsString;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -395,6 +397,16 @@ fn list_global_block_volumes(
             return;
         }
     };
+    // Every volume's check asks whether staging/<name> exists; listing the
+    // staging directory once per volume made the walk quadratic.
+    let staging_dir = block_dir.join(BLOCK_STAGING_DIR);
+    let staged: Option<HashMap<OsString, EntryKind>> = match fs.listing_for_existence(&staging_dir)
+    {
+        Some(Ok(entries)) => Some(entries.into_iter().map(|e| (e.name, e.kind)).collect()),
+        Some(Err(e)) if e.kind() == io::ErrorKind::NotFound => Some(HashMap::new()),
+        // Each volume's own check then reports the error.
+        Some(Err(_)) | None => None,
+    };
     for entry in entries {
         let volume_dir = block_dir.join(&entry.name);
         if entry.kind != EntryKind::Dir {
@@ -406,7 +418,17 @@ fn list_global_block_volumes(
         if entry.name == BLOCK_STAGING_DIR || entry.name == BLOCK_PUBLISH_DIR {
             continue;
         }
-        match describe_global_block_volume(fs, layout, &volume_dir, &entry.name.to_string_lossy()) {
+        let staging_kind = match &staged {
+            Some(staged) => Ok(staged.get(&entry.name).copied()),
+            None => fs.entry_kind(&staging_dir.join(&entry.name)),
+        };
+        match describe_global_block_volume(
+            fs,
+            layout,
+            &volume_dir,
+            &entry.name.to_string_lossy(),
+            staging_kind,
+        ) {
             Ok(volume) => listing.volumes.push(volume),
             Err(skip) => listing.skipped.push(skip),
         }
@@ -418,12 +440,13 @@ fn describe_global_block_volume(
     layout: &KubeletLayout,
     volume_dir: &Path,
     name: &str,
+    staging_kind: io::Result<Option<EntryKind>>,
 ) -> Result<GlobalVolume, Skip> {
     // Only the staging directory shows the volume is still staged: the
     // volume directory outlives an unstage, and dev/ appears only once a pod
     // maps the volume.
     let staging = layout.block_dir().join(BLOCK_STAGING_DIR).join(name);
-    match fs.entry_kind(&staging) {
+    match staging_kind {
         Ok(Some(_)) => {}
         Ok(None) => {
             return Err(skip(

@@ -52,6 +52,15 @@ pub trait NodeFs {
     /// Whether `path` exists, and as what. `Ok(None)` means it does not exist.
     fn entry_kind(&self, path: &Path) -> io::Result<Option<EntryKind>>;
 
+    /// The listing of `dir` when [`NodeFs::entry_kind`] of its entries is
+    /// decided from that listing, so that a caller checking many entries of
+    /// one directory lists it once instead of once per entry. `None` means
+    /// ask `entry_kind` for each; the default.
+    fn listing_for_existence(&self, dir: &Path) -> Option<io::Result<Vec<DirEntryInfo>>> {
+        let _ = dir;
+        None
+    }
+
     /// `path` with every symbolic link resolved in host path space, as Go's
     /// `filepath.EvalSymlinks` resolves kubelet's root directory. The default
     /// resolves nothing.
@@ -345,6 +354,10 @@ impl NodeFs for HostFs {
                 Err(e) => Err(e),
             },
         }
+    }
+
+    fn listing_for_existence(&self, dir: &Path) -> Option<io::Result<Vec<DirEntryInfo>>> {
+        (self.existence == ExistenceCheck::ParentListing).then(|| self.read_dir(dir))
     }
 
     fn resolve_symlinks(&self, path: &Path) -> io::Result<PathBuf> {

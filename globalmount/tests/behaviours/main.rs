@@ -15,5 +15,6 @@ mod manifest;
 mod metrics_flood;
 mod propagation;
 mod real_nodes;
+mod scaling;
 mod stuck_probes;
 mod traversal;

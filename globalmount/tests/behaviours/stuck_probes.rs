@@ -141,9 +141,17 @@ fn a_dead_mount_costs_one_stuck_thread_over_a_hundred_runs() {
         "{RUNS} runs with a dead mount: at most {most_threads} probe threads alive, \
          RSS {rss_before} KiB before, {rss_after} KiB after"
     );
-    // The stuck one, and at most one live probe that has answered but not yet exited.
-    assert!(most_threads <= 2, "{most_threads} probe threads");
+    // The stuck one, and live probes that have answered but not yet exited
+    // (a few on a loaded machine); a thread per run would be a hundred.
+    assert!(most_threads <= 10, "{most_threads} probe threads");
     assert_eq!(fs.prober.stuck(), 1);
+    // Once the answered ones have exited, only the stuck one is left.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while probe_threads().saturating_sub(threads_before) > 1 && std::time::Instant::now() < deadline
+    {
+        std::thread::yield_now();
+    }
+    assert_eq!(probe_threads().saturating_sub(threads_before), 1);
 
     // Once the mount answers again, the next run probes it afresh.
     gate.open();
