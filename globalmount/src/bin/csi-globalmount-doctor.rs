@@ -14,18 +14,14 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clap::{Parser, ValueEnum};
-use csi_globalmount::api::{ApiDump, parse_node, parse_volume_attachments};
+use csi_globalmount::Report;
 use csi_globalmount::escape;
 use csi_globalmount::fs::StatProber;
+use csi_globalmount::inputs::{Sources, diagnose_from};
 use csi_globalmount::metrics::DoctorMetrics;
-use csi_globalmount::mountinfo::MountInfoFile;
-use csi_globalmount::mountrefs::{MountRefsError, RetryPolicy, SystemClock, read_mount_table};
 use csi_globalmount::serve::{MetricsPort, ServeLimits, router};
-use csi_globalmount::{
-    ExtraInputs, HostFs, KubeletLayout, NodeFs, NodeInputs, Report, diagnose_with,
-};
 
 /// Output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -139,10 +135,6 @@ fn parse_time(text: &str) -> Result<SystemTime, humantime::TimestampError> {
     humantime::parse_rfc3339_weak(text)
 }
 
-fn read(path: &PathBuf) -> Result<Vec<u8>> {
-    std::fs::read(path).with_context(|| format!("reading {}", path.display()))
-}
-
 /// The stat prober of `--stat-timeout`, none when it is 0.
 fn prober(args: &Args) -> Option<StatProber> {
     (!args.stat_timeout.is_zero()).then(|| StatProber::new(args.stat_timeout))
@@ -151,98 +143,18 @@ fn prober(args: &Args) -> Option<StatProber> {
 /// One run. `prober` is shared by the runs of the continuous mode, so that a
 /// stat stuck on a dead mount in one run is not started again by the next.
 fn run(args: &Args, prober: Option<&StatProber>) -> Result<Report> {
-    if !args.kubelet_root.is_absolute() {
-        bail!(
-            "--kubelet-root must be absolute, got {}",
-            args.kubelet_root.display()
-        );
-    }
-    let mut fs = HostFs::non_blocking(args.host_prefix.clone());
-    if let Some(prober) = prober {
-        fs = fs.with_stat_prober(prober.clone());
-    }
-    // Kubelet resolves its root directory's links; the mount table spells the target.
-    let root = match fs.resolve_symlinks(&args.kubelet_root) {
-        Ok(root) => root,
-        // A missing root is reported by the diagnosis, naming the root as given.
-        Err(_) => args.kubelet_root.clone(),
-    };
-    let layout = KubeletLayout::new(&root);
-
-    let mut source = MountInfoFile::new(&args.mountinfo);
-    let table = read_mount_table(&mut source, RetryPolicy::default(), &SystemClock).map_err(
-        |e| match e {
-            // The parse error names the line, not the file.
-            MountRefsError::Parse(_) => {
-                anyhow::Error::new(e).context(format!("parsing {}", args.mountinfo.display()))
-            }
-            other => anyhow::Error::new(other),
-        },
-    )?;
-
-    let mut dump = ApiDump::default();
-    for path in &args.api_json {
-        dump.add(&read(path)?)
-            .with_context(|| format!("reading {}", path.display()))?;
-    }
-
-    let node = match &args.node_json {
-        // With --node-name, a node of another name is an error rather than
-        // a silent cross-check against the wrong node.
-        Some(path) => Some(
-            parse_node(&read(path)?, args.node_name.as_deref())
-                .with_context(|| format!("reading {}", path.display()))?,
-        ),
-        None => match (&args.node_name, dump.nodes.len()) {
-            (Some(name), _) => dump.nodes.iter().find(|n| &n.name == name).cloned(),
-            (None, 1) => dump.nodes.first().cloned(),
-            (None, 0) => None,
-            (None, count) => {
-                bail!("--api-json holds {count} nodes; pass --node-name to choose one")
-            }
-        },
-    };
-    let node_name = args
-        .node_name
-        .clone()
-        .or_else(|| node.as_ref().map(|n| n.name.clone()));
-
-    let volume_attachments = match &args.volumeattachments_json {
-        Some(path) => {
-            if node_name.is_none() {
-                bail!(
-                    "--volumeattachments-json needs --node-name or --node-json to compute attachment names"
-                );
-            }
-            Some(
-                parse_volume_attachments(&read(path)?)
-                    .with_context(|| format!("reading {}", path.display()))?,
-            )
-        }
-        None => dump
-            .has_kind("VolumeAttachment")
-            .then(|| dump.volume_attachments.clone()),
-    };
-
-    let inputs = NodeInputs {
-        fs: &fs,
-        layout: &layout,
-        table: &table,
-        mountinfo_source: args.mountinfo.display().to_string(),
-        node_name,
-        node,
-        volume_attachments,
-    };
-    let extra = ExtraInputs {
-        persistent_volumes: dump
-            .has_kind("PersistentVolume")
-            .then(|| dump.persistent_volumes.clone()),
-        pods: dump.has_kind("Pod").then(|| dump.pods.clone()),
-        csi_drivers: dump.has_kind("CSIDriver").then(|| dump.csi_drivers.clone()),
+    let sources = Sources {
+        kubelet_root: args.kubelet_root.clone(),
+        mountinfo: args.mountinfo.clone(),
+        host_prefix: args.host_prefix.clone(),
+        node_name: args.node_name.clone(),
+        node_json: args.node_json.clone(),
+        volume_attachments_json: args.volumeattachments_json.clone(),
+        api_json: args.api_json.clone(),
         kubelet_started_at: args.kubelet_start_time,
-        kubelet_root_given: Some(args.kubelet_root.clone()),
+        prober: prober.cloned(),
     };
-    Ok(diagnose_with(&inputs, &extra)?)
+    Ok(diagnose_from(&sources)?)
 }
 
 fn render(report: &Report, format: Format, continuous: bool) -> Result<String> {
