@@ -13,6 +13,7 @@ mod hostile_names;
 mod listing;
 mod manifest;
 mod metrics_flood;
+mod owners;
 mod propagation;
 mod real_nodes;
 mod scaling;
