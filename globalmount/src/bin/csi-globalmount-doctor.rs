@@ -157,15 +157,23 @@ fn run(args: &Args, prober: Option<&StatProber>) -> Result<Report> {
     Ok(diagnose_from(&sources)?)
 }
 
-fn render(report: &Report, format: Format, continuous: bool) -> Result<String> {
-    Ok(match format {
+/// Writes `report` to stdout. JSON is streamed: on a node with thousands of
+/// volumes, the document held whole in memory would cost as much again as the
+/// report itself, in a pod whose memory is limited.
+fn print_report(report: &Report, format: Format, continuous: bool) -> Result<()> {
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    match format {
         // One document per line when running continuously, so that log
         // collectors keep each run's report whole.
-        Format::Json if continuous => serde_json::to_string(report)? + "\n",
-        Format::Json => serde_json::to_string_pretty(report)? + "\n",
-        Format::Text => report.to_text(),
-        Format::Npd => report.to_npd_line() + "\n",
-    })
+        Format::Json if continuous => serde_json::to_writer(&mut out, report)?,
+        Format::Json => serde_json::to_writer_pretty(&mut out, report)?,
+        Format::Text => out.write_all(report.to_text().as_bytes())?,
+        Format::Npd => out.write_all(report.to_npd_line().as_bytes())?,
+    }
+    if format != Format::Text {
+        out.write_all(b"\n")?;
+    }
+    out.flush().context("writing the report")
 }
 
 fn print(text: &str) -> Result<()> {
@@ -176,7 +184,7 @@ fn print(text: &str) -> Result<()> {
 
 fn once(args: &Args) -> ExitCode {
     let outcome = run(args, prober(args).as_ref()).and_then(|report| {
-        print(&render(&report, args.format, false)?)?;
+        print_report(&report, args.format, false)?;
         Ok(report.has_findings())
     });
     match outcome {
@@ -203,7 +211,7 @@ fn every(args: &Args, interval: Duration, metrics: &DoctorMetrics) {
     loop {
         let started = Instant::now();
         match run(args, prober.as_ref()).and_then(|report| {
-            print(&render(&report, args.format, true)?)?;
+            print_report(&report, args.format, true)?;
             Ok(report)
         }) {
             Ok(report) => metrics.record(&report, started.elapsed()),
