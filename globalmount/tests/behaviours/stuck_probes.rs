@@ -68,7 +68,7 @@ impl NodeFs for DeadMountFs {
     }
 }
 
-/// Threads of this process named as the prober names its helpers.
+/// Threads of this process named as the prober names its probe threads.
 fn probe_threads() -> usize {
     std::fs::read_dir("/proc/self/task")
         .expect("/proc/self/task")
