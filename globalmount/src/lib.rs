@@ -18,6 +18,7 @@
 //! * [`plan`]: what kubelet with the feature would register.
 //! * [`api`]: Node and VolumeAttachment JSON.
 //! * [`classify`], [`report`]: the diagnosis, with a plan for each finding.
+//! * [`escape`]: names and values from the node, made safe to print.
 //! * [`inputs`]: one run from the files the doctor is pointed at.
 //! * [`metrics`]: Prometheus metrics of runs, for the continuous mode.
 //! * [`serve`]: the continuous mode's metrics port, bounded against idle clients.

@@ -4,14 +4,14 @@
 //!
 //! The diagnosis is a pipeline of phases, each in its own module:
 //!
-//! 1. [`evidence`]: everything read from the node.
-//! 2. [`indexes`]: every lookup the later phases make, built once, so the
+//! 1. `evidence`: everything read from the node.
+//! 2. `indexes`: every lookup the later phases make, built once, so the
 //!    cost grows with the number of volumes plus mounts, not their product.
-//! 3. [`pairing`]: which pod directory belongs to which listed volume.
-//! 4. [`kubelet_view`]: what kubelet's listing keeps and what it would plan.
-//! 5. [`volume`]: the report of each listed volume.
-//! 6. [`pod_local`]: pod directories whose data kubelet cannot use.
-//! 7. [`skips`]: entries kubelet's listing skips.
+//! 3. `pairing`: which pod directory belongs to which listed volume.
+//! 4. `kubelet_view`: what kubelet's listing keeps and what it would plan.
+//! 5. `volume`: the report of each listed volume.
+//! 6. `pod_local`: pod directories whose data kubelet cannot use.
+//! 7. `skips`: entries kubelet's listing skips.
 
 use std::io;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,6 @@
 //! The doctor's report: what a diagnosis found, as data. Its JSON shape is
 //! the serde derive here; the renderings for people and for
-//! node-problem-detector are in [`text`] and [`npd`], each escaping every
+//! node-problem-detector are in `text.rs` and `npd.rs`, each escaping every
 //! name and value from the node ([`crate::escape`]).
 
 use serde::Serialize;
