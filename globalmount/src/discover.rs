@@ -4,6 +4,8 @@
 //! Every entry that is passed over is reported with a reason code instead of
 //! being dropped silently, so an operator sees exactly what kubelet would skip.
 
+use std::collections::HashMap;
+use std::ffi::OsString;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -14,7 +16,8 @@ use crate::error_chain;
 use crate::fs::{EntryKind, NodeFs};
 use crate::layout::{
     BLOCK_DATA_DIR, BLOCK_DEV_DIR, BLOCK_PUBLISH_DIR, BLOCK_STAGING_DIR, GLOBAL_MOUNT_DIR,
-    KubeletLayout, LEGACY_PV_DIR, attachment_name, clean_path, sha256_hex, unique_volume_name,
+    KubeletLayout, LEGACY_PV_DIR, attachment_name, clean_path, is_single_component, sha256_hex,
+    unique_volume_name,
 };
 use crate::voldata::{self, VolumeData};
 
@@ -311,6 +314,15 @@ fn describe_global_volume(
         spec_vol_id => (spec_vol_id.to_owned(), SpecVolIdSource::File),
     };
 
+    // A driver name such as "d/." or "x/../d" cleans to the directory it sits
+    // in, yet names another driver than the directory does.
+    if !is_single_component(&driver) {
+        return Err(skip(
+            volume_dir,
+            SkipReason::IdentityMismatch,
+            format!("driverName {driver:?} is not a single path component"),
+        ));
+    }
     // Identity: the directory must be where makeDeviceMountPath puts this
     // driver and handle. Otherwise the file was copied, or describes another
     // volume, and acting on it could unstage the wrong thing.
@@ -385,6 +397,16 @@ fn list_global_block_volumes(
             return;
         }
     };
+    // Every volume's check asks whether staging/<name> exists; listing the
+    // staging directory once per volume made the walk quadratic.
+    let staging_dir = block_dir.join(BLOCK_STAGING_DIR);
+    let staged: Option<HashMap<OsString, EntryKind>> = match fs.listing_for_existence(&staging_dir)
+    {
+        Some(Ok(entries)) => Some(entries.into_iter().map(|e| (e.name, e.kind)).collect()),
+        Some(Err(e)) if e.kind() == io::ErrorKind::NotFound => Some(HashMap::new()),
+        // Each volume's own check then reports the error.
+        Some(Err(_)) | None => None,
+    };
     for entry in entries {
         let volume_dir = block_dir.join(&entry.name);
         if entry.kind != EntryKind::Dir {
@@ -396,7 +418,17 @@ fn list_global_block_volumes(
         if entry.name == BLOCK_STAGING_DIR || entry.name == BLOCK_PUBLISH_DIR {
             continue;
         }
-        match describe_global_block_volume(fs, layout, &volume_dir, &entry.name.to_string_lossy()) {
+        let staging_kind = match &staged {
+            Some(staged) => Ok(staged.get(&entry.name).copied()),
+            None => fs.entry_kind(&staging_dir.join(&entry.name)),
+        };
+        match describe_global_block_volume(
+            fs,
+            layout,
+            &volume_dir,
+            &entry.name.to_string_lossy(),
+            staging_kind,
+        ) {
             Ok(volume) => listing.volumes.push(volume),
             Err(skip) => listing.skipped.push(skip),
         }
@@ -408,12 +440,13 @@ fn describe_global_block_volume(
     layout: &KubeletLayout,
     volume_dir: &Path,
     name: &str,
+    staging_kind: io::Result<Option<EntryKind>>,
 ) -> Result<GlobalVolume, Skip> {
     // Only the staging directory shows the volume is still staged: the
     // volume directory outlives an unstage, and dev/ appears only once a pod
     // maps the volume.
     let staging = layout.block_dir().join(BLOCK_STAGING_DIR).join(name);
-    match fs.entry_kind(&staging) {
+    match staging_kind {
         Ok(Some(_)) => {}
         Ok(None) => {
             return Err(skip(
@@ -438,6 +471,16 @@ fn describe_global_block_volume(
             volume_dir,
             SkipReason::BlockNoSpecvolid,
             "data/vol_data.json has no specVolID",
+        ));
+    }
+    // The staging and publish paths join the raw specVolID: "a/../../x"
+    // escapes to a directory name that matches, and then points outside the
+    // tree.
+    if !is_single_component(&spec_vol_id) {
+        return Err(skip(
+            volume_dir,
+            SkipReason::IdentityMismatch,
+            format!("specVolID {spec_vol_id:?} is not a single path component"),
         ));
     }
     let expected = layout.block_volume_dir(&spec_vol_id);

@@ -5,11 +5,13 @@
 //! container sees the host root under a prefix), but callers never build such
 //! paths themselves, so mount-table comparisons stay in host path space.
 
+use std::collections::HashMap;
 use std::ffi::OsString;
-use std::io;
+use std::io::{self, Read as _};
+use std::os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _};
 use std::path::{Component, Path, PathBuf};
-use std::sync::mpsc;
-use std::time::{Duration, SystemTime};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::layout::clean_path;
 
@@ -44,11 +46,20 @@ pub trait NodeFs {
     /// Lists a directory, sorted by the bytes of each name (Go's `os.ReadDir` order).
     fn read_dir(&self, path: &Path) -> io::Result<Vec<DirEntryInfo>>;
 
-    /// Reads a whole regular file.
+    /// Reads a whole regular file of at most [`MAX_FILE_BYTES`].
     fn read_file(&self, path: &Path) -> io::Result<Vec<u8>>;
 
     /// Whether `path` exists, and as what. `Ok(None)` means it does not exist.
     fn entry_kind(&self, path: &Path) -> io::Result<Option<EntryKind>>;
+
+    /// The listing of `dir` when [`NodeFs::entry_kind`] of its entries is
+    /// decided from that listing, so that a caller checking many entries of
+    /// one directory lists it once instead of once per entry. `None` means
+    /// ask `entry_kind` for each; the default.
+    fn listing_for_existence(&self, dir: &Path) -> Option<io::Result<Vec<DirEntryInfo>>> {
+        let _ = dir;
+        None
+    }
 
     /// `path` with every symbolic link resolved in host path space, as Go's
     /// `filepath.EvalSymlinks` resolves kubelet's root directory. The default
@@ -80,9 +91,159 @@ pub enum StatProbe {
     Failed(String),
     /// The stat did not return in time (an unresponsive NFS server).
     TimedOut(Duration),
-    /// Not looked at.
+    /// A stat started by an earlier probe of the same path has not returned
+    /// after this long; no second one was started.
+    StillStuck(Duration),
+    /// Not looked at: probing is off, or [`StatProber`]'s bound of stuck
+    /// stats is reached.
     NotProbed,
 }
+
+/// How many stats may be stuck at once, over all paths, before further
+/// paths go unprobed: a node with more dead mounts than this is already
+/// diagnosed by the ones reported.
+pub const MAX_STUCK_PROBES: usize = 32;
+
+/// Runs the stats of [`NodeFs::probe_stat`] on helper threads, at most one
+/// per path at a time, and remembers the ones that never return.
+///
+/// A stat on a dead NFS or FUSE mount blocks its thread for good. Without
+/// memory of it, every run of the continuous mode would park one more
+/// thread per dead mount until the pod hits its pid or memory limit. With
+/// it, a later probe of that path answers [`StatProbe::StillStuck`] at once,
+/// and the number of helper threads never exceeds the number of distinct
+/// stuck paths, capped at `max_stuck`. Clones share that memory, so the
+/// continuous mode keeps one prober for all its runs.
+#[derive(Debug, Clone)]
+pub struct StatProber {
+    timeout: Duration,
+    max_stuck: usize,
+    outstanding: Arc<Mutex<HashMap<PathBuf, Outstanding>>>,
+}
+
+/// A probe whose thread has not been seen to finish.
+#[derive(Debug)]
+struct Outstanding {
+    started: Instant,
+    slot: Arc<ProbeSlot>,
+}
+
+/// Where a probe thread leaves its result.
+#[derive(Debug, Default)]
+struct ProbeSlot {
+    /// The stat's outcome, an error as its message; `None` while it runs.
+    result: Mutex<Option<Result<(), String>>>,
+    done: Condvar,
+}
+
+impl ProbeSlot {
+    fn is_done(&self) -> bool {
+        self.result
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some()
+    }
+}
+
+impl StatProber {
+    /// Gives each stat `timeout`, with at most [`MAX_STUCK_PROBES`] stuck at once.
+    pub fn new(timeout: Duration) -> Self {
+        Self::with_bound(timeout, MAX_STUCK_PROBES)
+    }
+
+    /// Gives each stat `timeout`, with at most `max_stuck` stuck at once.
+    pub fn with_bound(timeout: Duration, max_stuck: usize) -> Self {
+        Self {
+            timeout,
+            max_stuck: max_stuck.max(1),
+            outstanding: Arc::default(),
+        }
+    }
+
+    /// How long each stat is given.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// How many probes are stuck now (their threads still blocked).
+    pub fn stuck(&self) -> usize {
+        let mut outstanding = self.lock();
+        outstanding.retain(|_, o| !o.slot.is_done());
+        outstanding.len()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, Outstanding>> {
+        self.outstanding
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs `stat` for `path` on a helper thread and waits for it at most
+    /// the timeout, unless a stat of `path` from an earlier call is still
+    /// blocked: then that is the answer, and nothing new is started.
+    pub fn probe(
+        &self,
+        path: &Path,
+        stat: impl FnOnce() -> io::Result<()> + Send + 'static,
+    ) -> StatProbe {
+        let slot = {
+            let mut outstanding = self.lock();
+            // Probes that have returned since leave no trace.
+            outstanding.retain(|_, o| !o.slot.is_done());
+            if let Some(earlier) = outstanding.get(path) {
+                return StatProbe::StillStuck(earlier.started.elapsed());
+            }
+            if outstanding.len() >= self.max_stuck {
+                return StatProbe::NotProbed;
+            }
+            let slot = Arc::new(ProbeSlot::default());
+            let filled = Arc::clone(&slot);
+            let spawned = std::thread::Builder::new()
+                .name("stat-probe".to_owned())
+                .spawn(move || {
+                    let result = stat().map_err(|e| e.to_string());
+                    *filled.result.lock().unwrap_or_else(PoisonError::into_inner) = Some(result);
+                    filled.done.notify_all();
+                });
+            if let Err(e) = spawned {
+                return StatProbe::Failed(e.to_string());
+            }
+            outstanding.insert(
+                path.to_path_buf(),
+                Outstanding {
+                    started: Instant::now(),
+                    slot: Arc::clone(&slot),
+                },
+            );
+            slot
+        };
+        let guard = slot.result.lock().unwrap_or_else(PoisonError::into_inner);
+        let (guard, _) = slot
+            .done
+            .wait_timeout_while(guard, self.timeout, |result| result.is_none())
+            .unwrap_or_else(PoisonError::into_inner);
+        let outcome = match guard.clone() {
+            Some(Ok(())) => StatProbe::Reachable,
+            Some(Err(e)) => StatProbe::Failed(e),
+            // Still blocked: the entry stays, for the next probe of this path.
+            None => return StatProbe::TimedOut(self.timeout),
+        };
+        drop(guard);
+        let mut outstanding = self.lock();
+        if outstanding
+            .get(path)
+            .is_some_and(|o| Arc::ptr_eq(&o.slot, &slot))
+        {
+            outstanding.remove(path);
+        }
+        outcome
+    }
+}
+
+/// The largest file [`HostFs::read_file`] reads. A `vol_data.json` is a few
+/// hundred bytes; anything past this is not one, and reading it whole would
+/// let a file on the node decide the doctor's memory.
+pub const MAX_FILE_BYTES: u64 = 64 * 1024;
 
 /// How many symbolic links a resolution follows before giving up (Linux's limit).
 const MAX_SYMLINKS: usize = 40;
@@ -104,7 +265,7 @@ pub enum ExistenceCheck {
 pub struct HostFs {
     prefix: Option<PathBuf>,
     existence: ExistenceCheck,
-    stat_timeout: Option<Duration>,
+    prober: Option<StatProber>,
 }
 
 impl HostFs {
@@ -113,15 +274,22 @@ impl HostFs {
         Self {
             prefix,
             existence: ExistenceCheck::ParentListing,
-            stat_timeout: None,
+            prober: None,
         }
     }
 
     /// Lets [`NodeFs::probe_stat`] stat a path on a helper thread, giving up
     /// after `timeout`. A stat stuck on a dead NFS server then costs one
     /// parked thread, never the run.
-    pub fn with_stat_probe(mut self, timeout: Duration) -> Self {
-        self.stat_timeout = Some(timeout);
+    pub fn with_stat_probe(self, timeout: Duration) -> Self {
+        self.with_stat_prober(StatProber::new(timeout))
+    }
+
+    /// Like [`HostFs::with_stat_probe`], with a prober that outlives this
+    /// value: runs sharing it never start a second stat of a path whose
+    /// first one is still stuck.
+    pub fn with_stat_prober(mut self, prober: StatProber) -> Self {
+        self.prober = Some(prober);
         self
     }
 
@@ -130,7 +298,7 @@ impl HostFs {
         Self {
             prefix,
             existence: ExistenceCheck::StatFollowing,
-            stat_timeout: None,
+            prober: None,
         }
     }
 
@@ -172,7 +340,7 @@ impl NodeFs for HostFs {
     }
 
     fn read_file(&self, path: &Path) -> io::Result<Vec<u8>> {
-        std::fs::read(self.access_path(path))
+        read_regular_file(&self.access_path(path), MAX_FILE_BYTES)
     }
 
     fn entry_kind(&self, path: &Path) -> io::Result<Option<EntryKind>> {
@@ -186,6 +354,10 @@ impl NodeFs for HostFs {
                 Err(e) => Err(e),
             },
         }
+    }
+
+    fn listing_for_existence(&self, dir: &Path) -> Option<io::Result<Vec<DirEntryInfo>>> {
+        (self.existence == ExistenceCheck::ParentListing).then(|| self.read_dir(dir))
     }
 
     fn resolve_symlinks(&self, path: &Path) -> io::Result<PathBuf> {
@@ -235,33 +407,22 @@ impl NodeFs for HostFs {
     }
 
     fn probe_stat(&self, path: &Path) -> StatProbe {
-        let Some(timeout) = self.stat_timeout else {
+        let Some(prober) = &self.prober else {
             return StatProbe::NotProbed;
         };
         // Absolute link targets must be read in host path space, so links are
         // resolved before the stat. Both happen on the helper thread: even the
         // lstat of a mount point asks the mounted filesystem, and may hang.
-        let fs = self.clone();
-        let path = path.to_path_buf();
-        let (sender, receiver) = mpsc::channel();
-        let spawned = std::thread::Builder::new()
-            .name("stat-probe".to_owned())
-            .spawn(move || {
-                let result = fs
-                    .resolve_symlinks(&path)
-                    .and_then(|target| std::fs::metadata(fs.access_path(&target)))
-                    .map(|_| ());
-                // The receiver may be gone after a timeout; nothing to tell then.
-                let _ = sender.send(result);
-            });
-        if let Err(e) = spawned {
-            return StatProbe::Failed(e.to_string());
-        }
-        match receiver.recv_timeout(timeout) {
-            Ok(Ok(())) => StatProbe::Reachable,
-            Ok(Err(e)) => StatProbe::Failed(e.to_string()),
-            Err(_) => StatProbe::TimedOut(timeout),
-        }
+        let fs = Self {
+            prober: None,
+            ..self.clone()
+        };
+        let target = path.to_path_buf();
+        prober.probe(path, move || {
+            fs.resolve_symlinks(&target)
+                .and_then(|resolved| std::fs::metadata(fs.access_path(&resolved)))
+                .map(|_| ())
+        })
     }
 
     fn modified(&self, path: &Path) -> io::Result<Option<SystemTime>> {
@@ -272,6 +433,55 @@ impl NodeFs for HostFs {
             Err(e) => Err(e),
         }
     }
+}
+
+/// Reads `path` if it is a regular file of at most `limit` bytes.
+///
+/// The last component is not followed (a link could lead anywhere on the
+/// host), and the open does not wait: opening a FIFO for reading otherwise
+/// blocks until a writer appears, which would stall the whole run while the
+/// health check still answers. The type is then checked on the open file,
+/// so it cannot change between the check and the read.
+pub fn read_regular_file(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => {
+                io::Error::new(io::ErrorKind::InvalidInput, "a symbolic link, not followed")
+            }
+            _ => e,
+        })?;
+    let file_type = file.metadata()?.file_type();
+    if !file_type.is_file() {
+        let what = if file_type.is_fifo() {
+            "a FIFO"
+        } else if file_type.is_dir() {
+            "a directory"
+        } else if file_type.is_socket() {
+            "a socket"
+        } else if file_type.is_block_device() || file_type.is_char_device() {
+            "a device"
+        } else {
+            "not a regular file"
+        };
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{what}, not a regular file"),
+        ));
+    }
+    let mut bytes = Vec::new();
+    // One byte past the limit tells a file at the limit from a larger one,
+    // whatever its size said (it may grow while read).
+    file.take(limit + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("larger than {limit} bytes"),
+        ));
+    }
+    Ok(bytes)
 }
 
 /// Sorts entries the way Go's `os.ReadDir` does: by the raw bytes of the name.
@@ -374,6 +584,32 @@ mod tests {
         assert_eq!(
             HostFs::non_blocking(None).probe_stat(dir.path()),
             StatProbe::NotProbed
+        );
+    }
+
+    #[test]
+    fn read_file_reads_up_to_the_bound_and_refuses_links_fifos_and_larger_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = HostFs::non_blocking(Some(dir.path().to_path_buf()));
+        let at_limit = vec![b'x'; usize::try_from(MAX_FILE_BYTES).unwrap()];
+        std::fs::write(dir.path().join("small"), b"{}").unwrap();
+        std::fs::write(dir.path().join("at-limit"), &at_limit).unwrap();
+        std::fs::write(
+            dir.path().join("past-limit"),
+            [&at_limit[..], b"y"].concat(),
+        )
+        .unwrap();
+        std::os::unix::fs::symlink(dir.path().join("small"), dir.path().join("link")).unwrap();
+        std::fs::create_dir(dir.path().join("dir")).unwrap();
+        assert_eq!(fs.read_file(Path::new("/small")).unwrap(), b"{}");
+        assert_eq!(fs.read_file(Path::new("/at-limit")).unwrap(), at_limit);
+        let refused = |name: &str| fs.read_file(Path::new(name)).unwrap_err().to_string();
+        assert_eq!(refused("/past-limit"), "larger than 65536 bytes");
+        assert_eq!(refused("/link"), "a symbolic link, not followed");
+        assert_eq!(refused("/dir"), "a directory, not a regular file");
+        assert_eq!(
+            fs.read_file(Path::new("/missing")).unwrap_err().kind(),
+            io::ErrorKind::NotFound
         );
     }
 

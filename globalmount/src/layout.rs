@@ -36,6 +36,17 @@ pub fn sha256_hex(s: &str) -> String {
     hex
 }
 
+/// Whether `s` names exactly one entry of a directory: not empty, not `.`
+/// or `..`, and without `/` or NUL.
+///
+/// Names read from `vol_data.json` become path components (the driver
+/// directory, a block volume's staging and publish paths). One that is not a
+/// single component would point somewhere else once joined, so an identity
+/// check never accepts it, even where kubelet's own path comparison would.
+pub fn is_single_component(s: &str) -> bool {
+    !s.is_empty() && s != "." && s != ".." && !s.contains(['/', '\0'])
+}
+
 /// Kubelet's `EscapeQualifiedName`: every `/` becomes `~`.
 pub fn escape_qualified_name(s: &str) -> String {
     s.replace('/', "~")
@@ -165,6 +176,16 @@ impl KubeletLayout {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_one_plain_name_is_a_single_component() {
+        for bad in ["", ".", "..", "a/b", "a/../../x", "/", "x/.", "a\0b"] {
+            assert!(!is_single_component(bad), "{bad:?}");
+        }
+        for good in ["pvc-1", "a~b", "..a", "a..", "ebs.csi.aws.com", "x y"] {
+            assert!(is_single_component(good), "{good:?}");
+        }
+    }
     use proptest::prelude::*;
 
     #[test]

@@ -18,7 +18,10 @@
 //! * [`plan`]: what kubelet with the feature would register.
 //! * [`api`]: Node and VolumeAttachment JSON.
 //! * [`classify`], [`report`]: the diagnosis, with a plan for each finding.
+//! * [`escape`]: names and values from the node, made safe to print.
+//! * [`inputs`]: one run from the files the doctor is pointed at.
 //! * [`metrics`]: Prometheus metrics of runs, for the continuous mode.
+//! * [`serve`]: the continuous mode's metrics port, bounded against idle clients.
 //!
 //! Nothing in this crate writes to the node, and the default file access
 //! ([`fs::HostFs::non_blocking`]) never enters a mount point, so a dead NFS or
@@ -30,7 +33,9 @@ mod advice;
 pub mod api;
 pub mod classify;
 pub mod discover;
+pub mod escape;
 pub mod fs;
+pub mod inputs;
 pub mod layout;
 pub mod metrics;
 pub mod mountinfo;
@@ -38,6 +43,7 @@ pub mod mountrefs;
 pub mod plan;
 pub mod podlocal;
 pub mod report;
+pub mod serve;
 pub mod voldata;
 
 #[cfg(test)]

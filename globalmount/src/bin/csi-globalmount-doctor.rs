@@ -14,15 +14,14 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clap::{Parser, ValueEnum};
-use csi_globalmount::api::{ApiDump, parse_node, parse_volume_attachments};
+use csi_globalmount::Report;
+use csi_globalmount::escape;
+use csi_globalmount::fs::StatProber;
+use csi_globalmount::inputs::{Sources, diagnose_from};
 use csi_globalmount::metrics::DoctorMetrics;
-use csi_globalmount::mountinfo::MountInfoFile;
-use csi_globalmount::mountrefs::{MountRefsError, RetryPolicy, SystemClock, read_mount_table};
-use csi_globalmount::{
-    ExtraInputs, HostFs, KubeletLayout, NodeFs, NodeInputs, Report, diagnose_with,
-};
+use csi_globalmount::serve::{MetricsPort, ServeLimits, router};
 
 /// Output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -108,6 +107,25 @@ struct Args {
     #[arg(long, env = "CSI_GLOBALMOUNT_METRICS_ADDR", requires = "interval")]
     metrics_addr: Option<SocketAddr>,
 
+    /// With --metrics-addr: time allowed for a request's headers, and for
+    /// the next request on a kept-alive connection.
+    #[arg(
+        long,
+        env = "CSI_GLOBALMOUNT_METRICS_HEADER_TIMEOUT",
+        default_value = "5s",
+        value_parser = humantime::parse_duration
+    )]
+    metrics_header_timeout: Duration,
+
+    /// With --metrics-addr: most connections served at once; further ones
+    /// wait in the listen backlog.
+    #[arg(
+        long,
+        env = "CSI_GLOBALMOUNT_METRICS_MAX_CONNECTIONS",
+        default_value_t = csi_globalmount::serve::DEFAULT_MAX_CONNECTIONS
+    )]
+    metrics_max_connections: usize,
+
     /// Output format.
     #[arg(long, env = "CSI_GLOBALMOUNT_FORMAT", value_enum, default_value_t = Format::Json)]
     format: Format,
@@ -117,114 +135,45 @@ fn parse_time(text: &str) -> Result<SystemTime, humantime::TimestampError> {
     humantime::parse_rfc3339_weak(text)
 }
 
-fn read(path: &PathBuf) -> Result<Vec<u8>> {
-    std::fs::read(path).with_context(|| format!("reading {}", path.display()))
+/// The stat prober of `--stat-timeout`, none when it is 0.
+fn prober(args: &Args) -> Option<StatProber> {
+    (!args.stat_timeout.is_zero()).then(|| StatProber::new(args.stat_timeout))
 }
 
-fn run(args: &Args) -> Result<Report> {
-    if !args.kubelet_root.is_absolute() {
-        bail!(
-            "--kubelet-root must be absolute, got {}",
-            args.kubelet_root.display()
-        );
-    }
-    let mut fs = HostFs::non_blocking(args.host_prefix.clone());
-    if !args.stat_timeout.is_zero() {
-        fs = fs.with_stat_probe(args.stat_timeout);
-    }
-    // Kubelet resolves its root directory's links; the mount table spells the target.
-    let root = match fs.resolve_symlinks(&args.kubelet_root) {
-        Ok(root) => root,
-        // A missing root is reported by the diagnosis, naming the root as given.
-        Err(_) => args.kubelet_root.clone(),
-    };
-    let layout = KubeletLayout::new(&root);
-
-    let mut source = MountInfoFile::new(&args.mountinfo);
-    let table = read_mount_table(&mut source, RetryPolicy::default(), &SystemClock).map_err(
-        |e| match e {
-            // The parse error names the line, not the file.
-            MountRefsError::Parse(_) => {
-                anyhow::Error::new(e).context(format!("parsing {}", args.mountinfo.display()))
-            }
-            other => anyhow::Error::new(other),
-        },
-    )?;
-
-    let mut dump = ApiDump::default();
-    for path in &args.api_json {
-        dump.add(&read(path)?)
-            .with_context(|| format!("reading {}", path.display()))?;
-    }
-
-    let node = match &args.node_json {
-        // With --node-name, a node of another name is an error rather than
-        // a silent cross-check against the wrong node.
-        Some(path) => Some(
-            parse_node(&read(path)?, args.node_name.as_deref())
-                .with_context(|| format!("reading {}", path.display()))?,
-        ),
-        None => match (&args.node_name, dump.nodes.len()) {
-            (Some(name), _) => dump.nodes.iter().find(|n| &n.name == name).cloned(),
-            (None, 1) => dump.nodes.first().cloned(),
-            (None, 0) => None,
-            (None, count) => {
-                bail!("--api-json holds {count} nodes; pass --node-name to choose one")
-            }
-        },
-    };
-    let node_name = args
-        .node_name
-        .clone()
-        .or_else(|| node.as_ref().map(|n| n.name.clone()));
-
-    let volume_attachments = match &args.volumeattachments_json {
-        Some(path) => {
-            if node_name.is_none() {
-                bail!(
-                    "--volumeattachments-json needs --node-name or --node-json to compute attachment names"
-                );
-            }
-            Some(
-                parse_volume_attachments(&read(path)?)
-                    .with_context(|| format!("reading {}", path.display()))?,
-            )
-        }
-        None => dump
-            .has_kind("VolumeAttachment")
-            .then(|| dump.volume_attachments.clone()),
-    };
-
-    let inputs = NodeInputs {
-        fs: &fs,
-        layout: &layout,
-        table: &table,
-        mountinfo_source: args.mountinfo.display().to_string(),
-        node_name,
-        node,
-        volume_attachments,
-    };
-    let extra = ExtraInputs {
-        persistent_volumes: dump
-            .has_kind("PersistentVolume")
-            .then(|| dump.persistent_volumes.clone()),
-        pods: dump.has_kind("Pod").then(|| dump.pods.clone()),
-        csi_drivers: dump.has_kind("CSIDriver").then(|| dump.csi_drivers.clone()),
+/// One run. `prober` is shared by the runs of the continuous mode, so that a
+/// stat stuck on a dead mount in one run is not started again by the next.
+fn run(args: &Args, prober: Option<&StatProber>) -> Result<Report> {
+    let sources = Sources {
+        kubelet_root: args.kubelet_root.clone(),
+        mountinfo: args.mountinfo.clone(),
+        host_prefix: args.host_prefix.clone(),
+        node_name: args.node_name.clone(),
+        node_json: args.node_json.clone(),
+        volume_attachments_json: args.volumeattachments_json.clone(),
+        api_json: args.api_json.clone(),
         kubelet_started_at: args.kubelet_start_time,
-        kubelet_root_given: Some(args.kubelet_root.clone()),
+        prober: prober.cloned(),
     };
-    Ok(diagnose_with(&inputs, &extra)?)
+    Ok(diagnose_from(&sources)?)
 }
 
-fn render(report: &Report, format: Format, continuous: bool) -> Result<String> {
-    Ok(match format {
+/// Writes `report` to stdout. JSON is streamed: on a node with thousands of
+/// volumes, the document held whole in memory would cost as much again as the
+/// report itself, in a pod whose memory is limited.
+fn print_report(report: &Report, format: Format, continuous: bool) -> Result<()> {
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    match format {
         // One document per line when running continuously, so that log
         // collectors keep each run's report whole.
-        Format::Json if continuous => serde_json::to_string(report)? + "\n",
-        Format::Json => serde_json::to_string_pretty(report)? + "\n",
-        Format::Text => report.to_text(),
-        Format::Npd => report.to_npd_line() + "\n",
-    })
+        Format::Json if continuous => serde_json::to_writer(&mut out, report)?,
+        Format::Json => serde_json::to_writer_pretty(&mut out, report)?,
+        Format::Text => out.write_all(report.to_text().as_bytes())?,
+        Format::Npd => out.write_all(report.to_npd_line().as_bytes())?,
+    }
+    if format != Format::Text {
+        out.write_all(b"\n")?;
+    }
+    out.flush().context("writing the report")
 }
 
 fn print(text: &str) -> Result<()> {
@@ -234,8 +183,8 @@ fn print(text: &str) -> Result<()> {
 }
 
 fn once(args: &Args) -> ExitCode {
-    let outcome = run(args).and_then(|report| {
-        print(&render(&report, args.format, false)?)?;
+    let outcome = run(args, prober(args).as_ref()).and_then(|report| {
+        print_report(&report, args.format, false)?;
         Ok(report.has_findings())
     });
     match outcome {
@@ -244,9 +193,12 @@ fn once(args: &Args) -> ExitCode {
         Err(e) => {
             if args.format == Format::Npd {
                 // node-problem-detector reads the message from stdout.
-                let _ = print(&format!("error: {e:#}\n"));
+                let _ = print(&format!("error: {}\n", escape::text(&format!("{e:#}"))));
             }
-            eprintln!("csi-globalmount-doctor: {e:#}");
+            eprintln!(
+                "csi-globalmount-doctor: {}",
+                escape::text(&format!("{e:#}"))
+            );
             ExitCode::from(2)
         }
     }
@@ -255,15 +207,20 @@ fn once(args: &Args) -> ExitCode {
 /// Runs forever: one report per interval; failures are logged and counted,
 /// never fatal, since the next run may succeed.
 fn every(args: &Args, interval: Duration, metrics: &DoctorMetrics) {
+    let prober = prober(args);
     loop {
         let started = Instant::now();
-        match run(args).and_then(|report| {
-            print(&render(&report, args.format, true)?)?;
+        match run(args, prober.as_ref()).and_then(|report| {
+            print_report(&report, args.format, true)?;
             Ok(report)
         }) {
             Ok(report) => metrics.record(&report, started.elapsed()),
             Err(e) => {
-                eprintln!("csi-globalmount-doctor: {e:#}");
+                // Errors name paths, and paths come from the node.
+                eprintln!(
+                    "csi-globalmount-doctor: {}",
+                    escape::text(&format!("{e:#}"))
+                );
                 metrics.record_error(started.elapsed());
             }
         }
@@ -271,42 +228,23 @@ fn every(args: &Args, interval: Duration, metrics: &DoctorMetrics) {
     }
 }
 
-fn serve_metrics(addr: SocketAddr, metrics: Arc<DoctorMetrics>) -> Result<()> {
-    use axum::routing::get;
+fn serve_metrics(addr: SocketAddr, limits: ServeLimits, metrics: Arc<DoctorMetrics>) -> Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the metrics server")?;
     runtime.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .with_context(|| format!("binding {addr}"))?;
+        let port = MetricsPort::bind(addr).await?;
         // The bound address, which differs from ADDR when its port is 0.
-        let bound = listener.local_addr().context("reading the bound address")?;
-        eprintln!("csi-globalmount-doctor: serving metrics on http://{bound}/metrics");
-        let app = axum::Router::new()
-            .route(
-                "/metrics",
-                get(move || {
-                    let metrics = Arc::clone(&metrics);
-                    async move {
-                        (
-                            [(
-                                axum::http::header::CONTENT_TYPE,
-                                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                            )],
-                            metrics.encode(),
-                        )
-                    }
-                }),
-            )
-            .route("/healthz", get(|| async { "ok" }));
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async {
-                let _ = tokio::signal::ctrl_c().await;
-            })
-            .await
-            .context("serving metrics")
+        eprintln!(
+            "csi-globalmount-doctor: serving metrics on http://{}/metrics",
+            port.local_addr()
+        );
+        port.serve(router(metrics), limits, async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await;
+        Ok(())
     })
 }
 
@@ -326,9 +264,13 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Some(addr) => {
+            let limits = ServeLimits {
+                header_read_timeout: args.metrics_header_timeout,
+                max_connections: args.metrics_max_connections,
+            };
             let runner = Arc::clone(&metrics);
             std::thread::spawn(move || every(&args, interval, &runner));
-            match serve_metrics(addr, metrics) {
+            match serve_metrics(addr, limits, metrics) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("csi-globalmount-doctor: {e:#}");

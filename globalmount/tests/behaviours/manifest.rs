@@ -125,3 +125,178 @@ fn host_read_only_and_no_capability(job: &Value) {
     assert_eq!(spec["automountServiceAccountToken"], Value::Bool(false));
     assert!(spec["hostPID"].is_null() && spec["hostNetwork"].is_null());
 }
+
+/// Every YAML document under `manifests/doctor`, with the file it came from.
+fn every_doctor_document() -> Vec<(String, Value)> {
+    fn walk(dir: &Path, found: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).expect("manifest directory") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                walk(&path, found);
+            } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+                found.push(path);
+            }
+        }
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/doctor");
+    let mut files = Vec::new();
+    walk(&root, &mut files);
+    files.sort();
+    let mut documents = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).expect("manifest reads");
+        for document in serde_yaml::Deserializer::from_str(&text) {
+            let value = serde::Deserialize::deserialize(document).expect("manifest parses");
+            documents.push((file.display().to_string(), value));
+        }
+    }
+    documents
+}
+
+/// Every pod spec in `value`: any mapping with a `containers` list, wherever
+/// the kind nests it (Pod, Job, DaemonSet, CronJob, ...).
+fn pod_specs(value: &Value) -> Vec<&Value> {
+    let mut found = Vec::new();
+    match value {
+        Value::Mapping(map) => {
+            if map.get("containers").is_some_and(Value::is_sequence) {
+                found.push(value);
+            }
+            for child in map.values() {
+                found.extend(pod_specs(child));
+            }
+        }
+        Value::Sequence(items) => items.iter().for_each(|i| found.extend(pod_specs(i))),
+        _ => {}
+    }
+    found
+}
+
+/// Whether one of two absolute paths contains the other (or they are equal).
+fn nested(a: &Path, b: &Path) -> bool {
+    a.starts_with(b) || b.starts_with(a)
+}
+
+/// The hostPath mounts of `spec` that cover the kubelet root (the root itself,
+/// an ancestor such as `/`, or anything below it) without HostToContainer
+/// propagation, as `container/volume: reason`.
+fn pinning_mounts(spec: &Value) -> Vec<String> {
+    let mut wrong = Vec::new();
+    let volumes = spec["volumes"].as_sequence().cloned().unwrap_or_default();
+    let host_path = |name: &str| {
+        volumes
+            .iter()
+            .find(|v| v["name"].as_str() == Some(name))
+            .and_then(|v| v["hostPath"]["path"].as_str())
+            .map(str::to_owned)
+    };
+    let containers = ["initContainers", "containers", "ephemeralContainers"]
+        .iter()
+        .filter_map(|key| spec[*key].as_sequence())
+        .flatten();
+    for container in containers {
+        let root = container["env"]
+            .as_sequence()
+            .and_then(|env| {
+                env.iter()
+                    .find(|v| v["name"].as_str() == Some("CSI_GLOBALMOUNT_KUBELET_ROOT"))
+            })
+            .and_then(|v| v["value"].as_str())
+            .unwrap_or("/var/lib/kubelet");
+        for mount in container["volumeMounts"]
+            .as_sequence()
+            .into_iter()
+            .flatten()
+        {
+            let name = mount["name"].as_str().unwrap_or_default();
+            let Some(path) = host_path(name) else {
+                continue;
+            };
+            if !nested(Path::new(&path), Path::new(root)) {
+                continue;
+            }
+            let what = format!(
+                "{}/{name} ({path})",
+                container["name"].as_str().unwrap_or("?")
+            );
+            match mount["mountPropagation"].as_str() {
+                Some("HostToContainer") => {}
+                other => wrong.push(format!("{what}: mountPropagation {other:?}")),
+            }
+            if !mount["recursiveReadOnly"].is_null() {
+                wrong.push(format!("{what}: recursiveReadOnly needs propagation None"));
+            }
+        }
+    }
+    wrong
+}
+
+#[test]
+fn no_doctor_mount_keeps_a_private_copy_of_the_volumes_below_the_kubelet_root() {
+    let documents = every_doctor_document();
+    let mut checked = 0;
+    for (file, document) in &documents {
+        for spec in pod_specs(document) {
+            checked += 1;
+            let wrong = pinning_mounts(spec);
+            assert!(wrong.is_empty(), "{file}: {wrong:?}");
+        }
+    }
+    // The Job and the DaemonSet, at least.
+    assert!(checked >= 2, "{checked} pod specs found");
+}
+
+#[test]
+fn the_propagation_check_catches_the_host_root_the_root_and_a_mount_below_it() {
+    let spec: Value = serde_yaml::from_str(
+        r#"
+containers:
+  - name: doctor
+    volumeMounts:
+      - {name: host, mountPath: /host, readOnly: true}
+      - {name: var, mountPath: /host/var, mountPropagation: None}
+      - {name: root, mountPath: /r, readOnly: true, recursiveReadOnly: IfPossible, mountPropagation: HostToContainer}
+      - {name: csi, mountPath: /csi, mountPropagation: None}
+      - {name: fine, mountPath: /k, mountPropagation: HostToContainer}
+      - {name: elsewhere, mountPath: /etc-host}
+volumes:
+  - {name: host, hostPath: {path: /}}
+  - {name: var, hostPath: {path: /var/}}
+  - {name: root, hostPath: {path: /var/lib/kubelet}}
+  - {name: csi, hostPath: {path: /var/lib/kubelet/plugins/kubernetes.io/csi}}
+  - {name: fine, hostPath: {path: /var/lib/kubelet}}
+  - {name: elsewhere, hostPath: {path: /etc}}
+"#,
+    )
+    .expect("yaml");
+    let wrong = pinning_mounts(&spec);
+    assert_eq!(wrong.len(), 4, "{wrong:#?}");
+    for name in ["doctor/host", "doctor/var", "doctor/root", "doctor/csi"] {
+        assert!(
+            wrong.iter().any(|w| w.starts_with(name)),
+            "{name}: {wrong:#?}"
+        );
+    }
+}
+
+/// The propagation the shipped DaemonSet gives the kubelet root; the Job must agree.
+pub(crate) fn kubelet_root_propagation() -> String {
+    let modes: Vec<String> = workloads()
+        .iter()
+        .map(|workload| {
+            let mounts = pod_spec(workload)["containers"][0]["volumeMounts"]
+                .as_sequence()
+                .expect("mounts");
+            let mount = mounts
+                .iter()
+                .find(|m| m["name"].as_str() == Some("kubelet-root"))
+                .expect("kubelet-root mount");
+            mount["mountPropagation"]
+                .as_str()
+                .unwrap_or("None")
+                .to_owned()
+        })
+        .collect();
+    assert!(modes.windows(2).all(|w| w[0] == w[1]), "{modes:?}");
+    modes[0].clone()
+}

@@ -1,12 +1,16 @@
-//! The doctor's report: its JSON shape and its text rendering.
-
-use std::fmt::Write as _;
+//! The doctor's report: what a diagnosis found, as data. Its JSON shape is
+//! the serde derive here; the renderings for people and for
+//! node-problem-detector are in `text.rs` and `npd.rs`, each escaping every
+//! name and value from the node ([`crate::escape`]).
 
 use serde::Serialize;
 
 use crate::discover::{SkipReason, SpecVolIdSource, VolumeMode};
 use crate::plan::PlannedAction;
 use crate::podlocal::DeclineReason;
+
+mod npd;
+mod text;
 
 /// The state of one listed global volume.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -477,246 +481,6 @@ impl Report {
                 + mounted_skipped,
         };
     }
-
-    /// One line for node-problem-detector's custom plugin monitor, whose
-    /// exit-status convention (0 OK, 1 problem, 2 unknown) the doctor's
-    /// follows. The most pressing part comes first, as the monitor keeps
-    /// only the beginning of the line.
-    pub fn to_npd_line(&self) -> String {
-        let s = &self.summary;
-        if !self.has_findings() {
-            return format!("no findings on {} staged CSI volumes", s.global_volumes);
-        }
-        let mut parts: Vec<String> = [
-            ("orphaned_staged", s.orphaned_staged),
-            ("at_risk", s.at_risk),
-            ("pod_data_unreadable", s.pod_data_unreadable),
-            ("staged_unmounted", s.staged_unmounted),
-            ("pod_local_unreadable", s.pod_local_unreadable),
-            ("mounted_skipped", s.mounted_skipped),
-        ]
-        .into_iter()
-        .filter(|(_, n)| *n > 0)
-        .map(|(name, n)| format!("{name}={n}"))
-        .collect();
-        let first = self
-            .global_volumes
-            .iter()
-            .find(|v| v.is_finding())
-            .map(|v| {
-                v.owner
-                    .persistent_volume
-                    .clone()
-                    .unwrap_or_else(|| v.unique_volume_name.clone())
-            })
-            .or_else(|| self.pod_local.first().map(|p| p.path.clone()))
-            .or_else(|| {
-                self.skipped
-                    .iter()
-                    .find(|k| k.mounted)
-                    .map(|k| k.path.clone())
-            });
-        if let Some(first) = first {
-            parts.push(format!("first: {first}"));
-        }
-        format!("{} findings: {}", s.findings, parts.join(" "))
-    }
-
-    /// A plain-text rendering for people.
-    pub fn to_text(&self) -> String {
-        let mut out = String::new();
-        // Writing to a String cannot fail; the results are ignored for that reason.
-        let _ = writeln!(
-            out,
-            "node: {}  kubelet root: {}  mount table: {}",
-            self.node_name.as_deref().unwrap_or("(unknown)"),
-            self.kubelet_root,
-            self.mountinfo_source
-        );
-        let _ = writeln!(out, "\nglobal volumes ({}):", self.global_volumes.len());
-        for v in &self.global_volumes {
-            let flags: Vec<&str> = v.flags.iter().map(|f| f.as_str()).collect();
-            let _ = writeln!(
-                out,
-                "  {:<20} {:?} {}{}",
-                v.class.as_str(),
-                v.mode,
-                v.unique_volume_name,
-                if flags.is_empty() {
-                    String::new()
-                } else {
-                    format!("  [{}]", flags.join(", "))
-                }
-            );
-            let _ = writeln!(out, "      path: {}", v.device_mount_path);
-            let _ = writeln!(
-                out,
-                "      spec name: {} (from {})  mounted: {}  pod refs: {}  pod dirs: {}  kubelet plan: {}",
-                v.spec_name,
-                match v.spec_vol_id_source {
-                    SpecVolIdSource::File => "specVolID",
-                    SpecVolIdSource::Handle => "volumeHandle",
-                },
-                if v.mounted { "yes" } else { "no" },
-                v.pod_refs.len() + v.dev_mounts.len() + v.publish_entries.len(),
-                v.pod_dirs.len(),
-                v.kubelet_plan.as_str()
-            );
-            if let Some(pv) = &v.owner.persistent_volume {
-                let pods: Vec<String> = v
-                    .owner
-                    .pods
-                    .iter()
-                    .map(|p| match (&p.namespace, &p.name) {
-                        (Some(ns), Some(name)) => format!("{ns}/{name}"),
-                        _ => p.uid.clone(),
-                    })
-                    .collect();
-                let _ = writeln!(
-                    out,
-                    "      owner: pv {pv}{}{}",
-                    v.owner
-                        .claim
-                        .as_deref()
-                        .map(|c| format!("  claim {c}"))
-                        .unwrap_or_default(),
-                    if pods.is_empty() {
-                        String::new()
-                    } else {
-                        format!("  pods {}", pods.join(", "))
-                    }
-                );
-            }
-            if let Some(p) = &v.progress {
-                let _ = writeln!(
-                    out,
-                    "      progress: {}  decided by: {}  ({})",
-                    serde_plain(&p.state),
-                    serde_plain(&p.decided_by),
-                    p.detail
-                );
-            }
-            if let Some(detail) = &v.kubelet_would_list_detail {
-                let _ = writeln!(out, "      kubelet would not list it: {detail}");
-            }
-            if let Some(api) = &v.api {
-                let in_use = match api.in_volumes_in_use {
-                    Some(true) => "yes",
-                    Some(false) => "NO",
-                    None => "n/a",
-                };
-                let va = match &api.volume_attachment {
-                    None => "n/a".to_owned(),
-                    Some(va) if !va.exists => format!("{} absent", va.name),
-                    Some(va) => format!(
-                        "{} attached={} node={}",
-                        va.name,
-                        va.attached.unwrap_or(false),
-                        va.node_name.as_deref().unwrap_or("")
-                    ),
-                };
-                let _ = writeln!(out, "      volumesInUse: {in_use}  VolumeAttachment: {va}");
-            }
-            write_plan(&mut out, &v.operator_plan);
-        }
-        if !self.pod_local.is_empty() {
-            let _ = writeln!(
-                out,
-                "\npod volume directories with unusable vol_data.json ({}):",
-                self.pod_local.len()
-            );
-            for p in &self.pod_local {
-                let _ = writeln!(out, "  {}", p.path);
-                let _ = writeln!(out, "      error: {}", p.voldata_error);
-                match (&p.recovered_from, &p.decline_detail) {
-                    (Some(r), _) => {
-                        let _ = writeln!(
-                            out,
-                            "      KEP-6058 fallback recovers {}^{} from {}",
-                            r.driver, r.volume_handle, r.global_data_dir
-                        );
-                    }
-                    (None, detail) => {
-                        let _ = writeln!(
-                            out,
-                            "      KEP-6058 fallback declines: {}",
-                            detail.as_deref().unwrap_or("")
-                        );
-                    }
-                }
-                if let Some(paired) = &p.paired_global_volume {
-                    let _ = writeln!(out, "      belongs to: {paired}");
-                }
-            }
-        }
-        if !self.skipped.is_empty() {
-            let _ = writeln!(
-                out,
-                "\nskipped by kubelet's listing ({}):",
-                self.skipped.len()
-            );
-            for s in &self.skipped {
-                let _ = writeln!(
-                    out,
-                    "  {:<22} {}{}",
-                    s.reason.as_str(),
-                    s.path,
-                    if s.mounted { "  [MOUNTED]" } else { "" }
-                );
-                let _ = writeln!(out, "      {}", s.detail);
-                if let Some(expected) = &s.expected {
-                    let _ = writeln!(out, "      expected: {expected}");
-                }
-                write_plan(&mut out, &s.operator_plan);
-            }
-        }
-        if !self.warnings.is_empty() {
-            let _ = writeln!(out, "\nwarnings:");
-            for w in &self.warnings {
-                let _ = writeln!(out, "  {w}");
-            }
-        }
-        let s = &self.summary;
-        let _ = writeln!(
-            out,
-            "\nsummary: {} global volumes ({} in_use, {} tracked_by_pod_dir, {} orphaned_staged, {} staged_unmounted, {} pod_data_unreadable, {} at_risk{}), {} pod-local unreadable, {} skipped ({} mounted); {} findings",
-            s.global_volumes,
-            s.in_use,
-            s.tracked_by_pod_dir,
-            s.orphaned_staged,
-            s.staged_unmounted,
-            s.pod_data_unreadable,
-            s.at_risk,
-            if s.unstage_in_progress > 0 {
-                format!(", {} unstage_in_progress", s.unstage_in_progress)
-            } else {
-                String::new()
-            },
-            s.pod_local_unreadable,
-            s.skipped,
-            s.mounted_skipped,
-            s.findings
-        );
-        out
-    }
-}
-
-fn write_plan(out: &mut String, plan: &[String]) {
-    if plan.is_empty() {
-        return;
-    }
-    let _ = writeln!(out, "      plan:");
-    for (i, step) in plan.iter().enumerate() {
-        let _ = writeln!(out, "        {}. {step}", i + 1);
-    }
-}
-
-/// The serde name of a unit variant, for text output.
-fn serde_plain(value: &impl Serialize) -> String {
-    match serde_json::to_value(value) {
-        Ok(serde_json::Value::String(s)) => s,
-        _ => String::new(),
-    }
 }
 
 #[cfg(test)]
@@ -761,32 +525,5 @@ pub(crate) mod tests {
             progress: None,
             operator_plan: Vec::new(),
         }
-    }
-
-    #[test]
-    fn the_npd_line_leads_with_what_matters() {
-        let mut report = Report {
-            kubelet_root: "/var/lib/kubelet".into(),
-            kubelet_root_given: None,
-            kubelet_started_at: None,
-            node_name: None,
-            mountinfo_source: "test".into(),
-            global_volumes: vec![volume(VolumeClass::InUse)],
-            pod_local: Vec::new(),
-            skipped: Vec::new(),
-            warnings: Vec::new(),
-            summary: Summary::default(),
-        };
-        report.summarize();
-        assert_eq!(report.to_npd_line(), "no findings on 1 staged CSI volumes");
-        report
-            .global_volumes
-            .push(volume(VolumeClass::OrphanedStaged));
-        report.summarize();
-        assert_eq!(
-            report.to_npd_line(),
-            "1 findings: orphaned_staged=1 first: pvc-1"
-        );
-        assert!(!report.to_npd_line().contains('\n'));
     }
 }
