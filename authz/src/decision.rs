@@ -88,18 +88,19 @@ pub fn decide<S: AsRef<str>>(
     let Some(node) = volume_health_validation::node_name(user, groups) else {
         return Decision::no_opinion("");
     };
-    // As the Node authorizer, before it looks at what is asked for.
+    let Some(attrs) = resource else {
+        return Decision::no_opinion("");
+    };
+    // Outside the CSINode table this authorizer has nothing to say, not even the Node
+    // authorizer's "unknown node" (which answers those requests first anyway).
+    if attrs.group != "storage.k8s.io" || attrs.resource != "csinodes" {
+        return Decision::no_opinion("");
+    }
     if node.is_empty() {
         return Decision::NoOpinion(Cow::Owned(format!(
             "unknown node for user {}",
             GoQuoted(user)
         )));
-    }
-    let Some(attrs) = resource else {
-        return Decision::no_opinion("");
-    };
-    if attrs.group != "storage.k8s.io" || attrs.resource != "csinodes" {
-        return Decision::no_opinion("");
     }
     // `authorizeCSINode` (plugin/pkg/auth/authorizer/node/node_authorizer.go): the verbs allowed
     // depend on the subresource.
