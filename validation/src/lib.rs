@@ -8,6 +8,15 @@
 //! on update. Error strings match Kubernetes byte for byte, so a sidecar can check a status
 //! before writing it and get the answer the apiserver would give.
 //!
+//! Every field rule is kube-apiserver v1.37.2's in-tree one (`pkg/apis/core/validation`, the
+//! declarative checks generated from `k8s.io/api/core/v1`'s tags, `pkg/apis/storage/validation`),
+//! and so are the NodeRestriction texts, with two exceptions of this project's own: one identity
+//! per storage condition within a driver ([`ConditionIdentity`], on by default, reported after
+//! upstream's errors; [`ConditionIdentity::InTree`] turns it off), and the wording and optional
+//! writer list of the claim `healthStatus` rule ([`Restricted::ClaimHealthByNode`],
+//! [`RestrictionPolicy::pvc_health_writers`]). Fields are validated on writes of the `status`
+//! subresource only, as the apiserver does.
+//!
 //! ```
 //! use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus, PodVolumeHealth, Volume};
 //! use volume_health_validation::{HealthResource, invalid_status, validate_pod};
