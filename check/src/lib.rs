@@ -93,7 +93,8 @@ pub enum Outcome {
     Passed,
     /// Something would be refused (1).
     Refused,
-    /// An input could not be read, or is not JSON or YAML (2).
+    /// An input could not be read, or is not JSON or YAML, or no object of a checked kind was
+    /// read at all (2).
     BadInput,
 }
 
@@ -298,9 +299,11 @@ fn remember(
     Ok(())
 }
 
-/// The exit status a run's counts call for: bad input first, then refusals.
+/// The exit status a run's counts call for: bad input first, then refusals. A run that read no
+/// object of a checked kind is bad input, never a pass: an empty pipe from a `kubectl` that could
+/// not reach its cluster must not read as "clean".
 pub fn outcome(summary: &Summary) -> Outcome {
-    if summary.failed_inputs > 0 {
+    if summary.failed_inputs > 0 || summary.objects == 0 {
         Outcome::BadInput
     } else if summary.refused() {
         Outcome::Refused

@@ -133,6 +133,13 @@ impl CheckArgs {
             eprintln!("error: {failure}");
         }
         let outcome = checker.outcome();
+        let summary = checker.summary();
+        if summary.objects == 0 && summary.failed_inputs == 0 {
+            eprintln!(
+                "error: no Pod, PersistentVolumeClaim or CSINode was read ({} objects of other kinds skipped): nothing was checked",
+                summary.skipped
+            );
+        }
         if let Err(err) = checker.finish() {
             eprintln!("error: writing the report: {err}");
             return ExitCode::from(BAD_INPUT);

@@ -200,6 +200,27 @@ fn standard_input_and_exit_codes() {
         stderr,
         "error: -: document 1: line 2 column 15: expected value\n"
     );
+    // 2: nothing of a checked kind was read (an empty pipe, only other kinds): never a pass.
+    for (input, skipped) in [
+        ("", 0),
+        (
+            "{\"apiVersion\": \"v1\", \"kind\": \"List\", \"items\": []}",
+            0,
+        ),
+        (
+            "{\"apiVersion\": \"v1\", \"kind\": \"ConfigMap\", \"metadata\": {\"name\": \"c\"}}",
+            1,
+        ),
+    ] {
+        let (code, stdout, stderr) = run(bin().arg("check"), input);
+        assert_eq!(code, 2, "{input:?}: {stdout}");
+        assert!(
+            stderr.contains(&format!(
+                "no Pod, PersistentVolumeClaim or CSINode was read ({skipped} objects of other kinds skipped)"
+            )),
+            "{input:?}: {stderr}"
+        );
+    }
     // 2: bad usage.
     let (code, _, stderr) = run(bin().args(["check", "--as-group", "system:nodes"]), "");
     assert_eq!(code, 2, "{stderr}");
