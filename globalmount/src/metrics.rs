@@ -223,29 +223,7 @@ fn gauge_value(count: usize) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::Summary;
-
-    fn report_with(classes: &[VolumeClass]) -> Report {
-        let mut report = Report {
-            kubelet_root: "/var/lib/kubelet".into(),
-            kubelet_root_given: None,
-            kubelet_started_at: None,
-            node_name: None,
-            mountinfo_source: "test".into(),
-            global_volumes: Vec::new(),
-            pod_local: Vec::new(),
-            skipped: Vec::new(),
-            warnings: Vec::new(),
-            summary: Summary::default(),
-        };
-        for class in classes {
-            report
-                .global_volumes
-                .push(crate::report::tests::volume(*class));
-        }
-        report.summarize();
-        report
-    }
+    use crate::report::tests::report_of;
 
     #[test]
     fn every_class_is_exported_from_the_first_run_and_counts_follow_the_report() {
@@ -257,7 +235,7 @@ mod tests {
         );
 
         metrics.record(
-            &report_with(&[
+            &report_of(&[
                 VolumeClass::InUse,
                 VolumeClass::OrphanedStaged,
                 VolumeClass::OrphanedStaged,
@@ -287,10 +265,7 @@ mod tests {
             "{text}"
         );
 
-        metrics.record(
-            &report_with(&[VolumeClass::InUse]),
-            Duration::from_millis(5),
-        );
+        metrics.record(&report_of(&[VolumeClass::InUse]), Duration::from_millis(5));
         metrics.record_error(Duration::from_millis(1));
         let text = metrics.encode();
         assert!(

@@ -488,6 +488,24 @@ pub(crate) mod tests {
     use super::*;
     use crate::discover::{SpecVolIdSource, VolumeMode};
 
+    /// A summarized report of the volumes of `classes`, for the renderings' tests.
+    pub(crate) fn report_of(classes: &[VolumeClass]) -> Report {
+        let mut report = Report {
+            kubelet_root: "/var/lib/kubelet".into(),
+            kubelet_root_given: None,
+            kubelet_started_at: None,
+            node_name: None,
+            mountinfo_source: "test".into(),
+            global_volumes: classes.iter().map(|class| volume(*class)).collect(),
+            pod_local: Vec::new(),
+            skipped: Vec::new(),
+            warnings: Vec::new(),
+            summary: Summary::default(),
+        };
+        report.summarize();
+        report
+    }
+
     pub(crate) fn volume(class: VolumeClass) -> GlobalVolumeReport {
         GlobalVolumeReport {
             mode: VolumeMode::Filesystem,

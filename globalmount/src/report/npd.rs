@@ -52,25 +52,12 @@ impl Report {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::report::tests::volume;
-    use crate::report::{Summary, VolumeClass};
+    use crate::report::VolumeClass;
+    use crate::report::tests::{report_of, volume};
 
     #[test]
     fn the_npd_line_leads_with_what_matters() {
-        let mut report = Report {
-            kubelet_root: "/var/lib/kubelet".into(),
-            kubelet_root_given: None,
-            kubelet_started_at: None,
-            node_name: None,
-            mountinfo_source: "test".into(),
-            global_volumes: vec![volume(VolumeClass::InUse)],
-            pod_local: Vec::new(),
-            skipped: Vec::new(),
-            warnings: Vec::new(),
-            summary: Summary::default(),
-        };
-        report.summarize();
+        let mut report = report_of(&[VolumeClass::InUse]);
         assert_eq!(report.to_npd_line(), "no findings on 1 staged CSI volumes");
         report
             .global_volumes

@@ -19,3 +19,19 @@ mod real_nodes;
 mod scaling;
 mod stuck_probes;
 mod traversal;
+
+/// The address the doctor announces on its first line of standard error
+/// (`... http://ADDR/metrics`).
+fn metrics_address(stderr: &mut impl std::io::BufRead) -> String {
+    let mut announce = String::new();
+    stderr
+        .read_line(&mut announce)
+        .expect("the metrics address");
+    announce
+        .trim()
+        .rsplit("http://")
+        .next()
+        .and_then(|rest| rest.strip_suffix("/metrics"))
+        .expect("address in the announcement")
+        .to_owned()
+}

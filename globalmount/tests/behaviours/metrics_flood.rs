@@ -105,7 +105,6 @@ async fn closed_after(
 
 #[test]
 fn a_flood_of_idle_half_requests_stays_within_the_pods_memory_and_times_out() {
-    use std::io::BufRead as _;
     use std::process::Stdio;
 
     let node = FixtureNode::new();
@@ -119,17 +118,9 @@ fn a_flood_of_idle_half_requests_stays_within_the_pods_memory_and_times_out() {
         .spawn()
         .expect("doctor starts");
     let pid = child.id();
-    let mut announce = String::new();
-    std::io::BufReader::new(child.stderr.take().expect("stderr"))
-        .read_line(&mut announce)
-        .expect("the metrics address");
-    let addr = announce
-        .trim()
-        .rsplit("http://")
-        .next()
-        .and_then(|rest| rest.strip_suffix("/metrics"))
-        .expect("address in the announcement")
-        .to_owned();
+    let addr = crate::metrics_address(&mut std::io::BufReader::new(
+        child.stderr.take().expect("stderr"),
+    ));
     let guard = KillOnDrop(child);
     assert!(scrape(&addr).expect("scrape").starts_with("HTTP/1.1 200"));
     let rss_idle = status_kib(pid, "VmRSS:");

@@ -724,17 +724,7 @@ fn the_continuous_mode_prints_a_line_per_run_and_serves_metrics() {
     let report: Value = serde_json::from_str(&line).expect("one JSON document per line");
     assert_eq!(report["summary"]["orphanedStaged"], 1);
 
-    let mut announce = String::new();
-    stderr
-        .read_line(&mut announce)
-        .expect("the metrics address");
-    let addr = announce
-        .trim()
-        .rsplit("http://")
-        .next()
-        .and_then(|rest| rest.strip_suffix("/metrics"))
-        .expect("address in the announcement")
-        .to_owned();
+    let addr = crate::metrics_address(&mut stderr);
     let scrape = || {
         let mut stream = std::net::TcpStream::connect(&addr).expect("connect");
         stream
