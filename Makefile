@@ -87,13 +87,15 @@ conformance: release
 ## e2e: a real kube-apiserver v1.37.2 and etcd on loopback, no webhook installed: the admission
 ## fixtures and the differential requests replayed as real writes, SubjectAccessReviews posted,
 ## each in-tree answer compared with the library's (slow: ignored by `make test`)
-e2e:
+e2e: release
 	tests/e2e/tools/build.sh $(E2E_BIN)
-	VOLUME_HEALTH_E2E_BIN=$(E2E_BIN) $(CARGO) test --locked -p volume-health-tests --test e2e -- --ignored --nocapture
+	VOLUME_HEALTH_E2E_BIN=$(E2E_BIN) VOLUME_HEALTH_E2E_WEBHOOK=$(abspath $(BIN)) \
+		$(CARGO) test --locked -p volume-health-tests --test e2e --test e2e_shipped -- --ignored --nocapture --test-threads=1
 
 ## bench: criterion micro-benchmarks (validation; handlers in-process), the end-to-end load
 ## benchmark (next to a plain and a strict JSON baseline, with its targets), `check` on a
-## cluster dump and the doctor on a dense node, each next to a baseline.
+## cluster dump and the doctor on a dense node, each next to a baseline; then the webhook hop
+## through a real kube-apiserver (a write with and without the webhooks).
 ## BENCH=<filter>, QUICK=1, BENCH_ENFORCE=1: see above.
 bench:
 	$(CARGO) bench --locked -p volume-health-validation --bench validate -- $(CRITERION_ARGS) $(BENCH)
@@ -102,6 +104,9 @@ bench:
 	$(CARGO) bench --locked -p volume-health-tests --bench load -- $(if $(QUICK),--quick) $(BENCH)
 	$(CARGO) bench --locked -p volume-health-check --bench dump
 	$(CARGO) bench --locked -p csi-globalmount --bench dense_node
+	tests/e2e/tools/build.sh $(E2E_BIN)
+	VOLUME_HEALTH_E2E_BIN=$(E2E_BIN) VOLUME_HEALTH_E2E_WEBHOOK=$(abspath $(BIN)) \
+		$(CARGO) bench --locked -p volume-health-tests --bench hop -- $(if $(QUICK),--quick)
 
 ## image: the server and doctor images, with docker or podman (CONTAINER=podman)
 image:

@@ -4,4 +4,5 @@
 pub mod apiserver_order;
 pub mod baseline;
 pub mod bench_requests;
+pub mod cluster;
 pub mod router_call;

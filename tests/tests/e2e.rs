@@ -14,8 +14,8 @@ use serde_json::{Value, json};
 use volume_health_authz::{AuthzPolicy, Decision};
 use volume_health_validation::{ConditionIdentity, HealthResource};
 
-use e2e_support::cluster::{Cluster, bin_dir};
 use e2e_support::{Answer, Replay, extra};
+use volume_health_tests::cluster::{Cluster, ClusterOptions, bin_dir};
 
 /// The project's own rules: where its answer differs from in-tree's on purpose. Every
 /// difference the suite finds must be one of these.
@@ -84,7 +84,18 @@ fn admission_requests() -> Vec<Replay> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "starts kube-apiserver and etcd: `make e2e`"]
 async fn in_tree_answers_match_the_library() {
-    let cluster = Cluster::start(&bin_dir().unwrap()).await.unwrap();
+    // Bounded: a hung step fails the suite instead of holding CI.
+    tokio::time::timeout(std::time::Duration::from_secs(900), in_tree())
+        .await
+        .expect("the suite did not finish within 15 minutes");
+}
+
+async fn in_tree() {
+    let options = ClusterOptions {
+        in_tree_gate: true,
+        authorizer: None,
+    };
+    let cluster = Cluster::start(&bin_dir().unwrap(), options).await.unwrap();
     eprintln!("kube-apiserver ready; logs in {}", cluster.dir().display());
 
     let requests = admission_requests();

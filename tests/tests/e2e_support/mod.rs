@@ -1,7 +1,6 @@
 //! The e2e suite's cluster, and one admission request replayed both as a real write through
 //! kube-apiserver and in-process through the validation library.
 
-pub(crate) mod cluster;
 pub(crate) mod extra;
 
 use std::time::Duration;
@@ -14,7 +13,7 @@ use volume_health_validation::{
     AdmissionRequest, ConditionIdentity, HealthResource, Operation, RestrictionPolicy, UserInfo,
 };
 
-use cluster::{Cluster, User};
+use volume_health_tests::cluster::{Cluster, User};
 
 /// Waits for the apiserver's cache: up to 10 s, in steps of 100 ms.
 const POLLS: u32 = 100;

@@ -1,0 +1,123 @@
+//! The shipped control plane: the apiserver authorizing with the shipped
+//! AuthorizationConfiguration, the admission webhooks behind the shipped configurations, and
+//! the authorizer, each server the release binary with the shipped arguments and environment.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, bail};
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+use super::{
+    Cluster, ClusterOptions, Identity, Role, WebhookServer, bin_dir, free_port, webhook_binary,
+};
+
+/// The apiserver, the admission webhooks and the authorizer.
+pub struct ControlPlane {
+    /// etcd and kube-apiserver.
+    pub cluster: Cluster,
+    /// The Deployment's server: `/mutate` and `/validate`.
+    pub admission: WebhookServer,
+    /// The control plane's authorizer: `/authorize`.
+    pub authorizer: WebhookServer,
+}
+
+impl ControlPlane {
+    /// Starts everything with the in-tree `CSIVolumeHealth` gate as given and the webhook's on,
+    /// `env` added to the admission server's environment, and waits until the apiserver calls
+    /// the webhooks.
+    pub async fn start(in_tree_gate: bool, env: &[(&str, &str)]) -> Result<Self> {
+        let authorizer_port = free_port()?;
+        let options = ClusterOptions {
+            in_tree_gate,
+            authorizer: Some(([127, 0, 0, 1], authorizer_port).into()),
+        };
+        let cluster = Cluster::start(&bin_dir()?, options).await?;
+        let bin = webhook_binary()?;
+        let admission = WebhookServer::new(Role::Admission, bin.clone(), &cluster, 0)?;
+        let authorizer = WebhookServer::new(Role::Authorizer, bin, &cluster, authorizer_port)?;
+        let mut plane = ControlPlane {
+            cluster,
+            admission,
+            authorizer,
+        };
+        plane.set_webhook(true, env).await?;
+        plane
+            .admission
+            .install_configurations(&plane.cluster)
+            .await?;
+        plane.wait_admission().await?;
+        Ok(plane)
+    }
+
+    /// Restarts both servers with the webhook's `CSIVolumeHealth` gate as given (the manifests
+    /// keep the two equal), `env` added to the admission server's environment, as an operator
+    /// patches the manifests.
+    pub async fn set_webhook(&mut self, gate: bool, env: &[(&str, &str)]) -> Result<()> {
+        let gates = format!("CSIVolumeHealth={gate}");
+        let mut admission = vec![("VOLUME_HEALTH_FEATURE_GATES", gates.as_str())];
+        admission.extend_from_slice(env);
+        self.admission.start(&admission).await?;
+        self.authorizer
+            .start(&[("VOLUME_HEALTH_FEATURE_GATES", &gates)])
+            .await
+    }
+
+    /// Waits until the apiserver calls the admission webhooks: their configurations reach its
+    /// webhook manager through a watch.
+    async fn wait_admission(&self) -> Result<()> {
+        let ns = "webhook-probe";
+        let client = self.cluster.client(Identity::Admin).await?;
+        create_namespace(&client, ns).await?;
+        let pods: Api<Pod> = Api::namespaced(client, ns);
+        pods.create(&PostParams::default(), &bound_pod("probe", "nobody")?)
+            .await?;
+        let give_up = Instant::now() + Duration::from_secs(30);
+        for round in 0.. {
+            let before = self.admission_reviews().await?;
+            let patch = volume_health(&format!("probe {round}"));
+            let _ = pods
+                .patch_status("probe", &PatchParams::default(), &Patch::Strategic(patch))
+                .await;
+            if self.admission_reviews().await? > before {
+                return Ok(());
+            }
+            if Instant::now() > give_up {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        bail!("the apiserver never called the webhooks")
+    }
+
+    async fn admission_reviews(&self) -> Result<f64> {
+        self.admission
+            .metric("volume_health_webhook_requests_total", &[])
+            .await
+    }
+}
+
+/// Creates namespace `name`.
+pub async fn create_namespace(client: &kube::Client, name: &str) -> Result<()> {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let namespace = serde_json::from_value(json!({"metadata": {"name": name}}))?;
+    namespaces
+        .create(&PostParams::default(), &namespace)
+        .await?;
+    Ok(())
+}
+
+/// A pod bound to `node`, its volume `vol` the claim `claim`: the Node authorizer relates the
+/// node to both.
+pub fn bound_pod(name: &str, node: &str) -> Result<Pod> {
+    Ok(serde_json::from_value(json!({"metadata": {"name": name},
+        "spec": {"nodeName": node, "containers": [{"name": "app", "image": "registry.example/app:1"}],
+            "volumes": [{"name": "vol", "persistentVolumeClaim": {"claimName": "claim"}}]}}))?)
+}
+
+/// A valid `status.volumeHealth` for volume `vol`, as a patch.
+pub fn volume_health(message: &str) -> Value {
+    json!({"status": {"volumeHealth": [{"name": "vol", "healthConditions": [
+        {"status": "Degraded", "reason": "DiskSlow", "message": message}]}]}})
+}

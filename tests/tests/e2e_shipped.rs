@@ -1,0 +1,732 @@
+//! The project as the manifests ship it, on a real kube-apiserver v1.37.2 and etcd on
+//! loopback: the webhook configurations (rules, matchConditions, failure policies, timeouts)
+//! and the AuthorizationConfiguration (Node, the project's authorizer, RBAC), changed only in
+//! their endpoints and certificates, in front of the release binary run with the shipped
+//! arguments and environment. Kubelets write as `system:node:<name>` by client certificate,
+//! the health monitor with its service account's token, through kube-rs.
+//!
+//! Each kind of write is made with the in-tree `CSIVolumeHealth` gate on and off and the
+//! webhook's gate on and off, and who answered is read off the answer. The measured table must
+//! equal the one in `docs/compatibility.md` (`VOLUME_HEALTH_E2E_WRITE_DOCS=1` writes it there
+//! instead). Slow, so ignored: `make e2e` builds the binaries and runs it with `--ignored`.
+
+// Test helpers unwrap: a panic here is a failed test with its location.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use hyper::Method;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::CSINode;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use volume_health_tests::cluster::{
+    Cluster, ControlPlane, Identity, bound_pod, create_namespace, volume_health,
+};
+
+/// The health monitor's service account: the one writer of claims' `healthStatus`.
+const MONITOR_NAMESPACE: &str = "kube-system";
+const MONITOR: &str = "csi-health-monitor";
+/// A service account with the same RBAC, not in the writer list.
+const OTHER_WRITER: &str = "other-writer";
+const DRIVER: &str = "csi.example.com";
+const DOC: &str = "docs/compatibility.md";
+const BEGIN: &str = "<!-- measured table: begin -->";
+const END: &str = "<!-- measured table: end -->";
+
+/// The kinds of write, in the table's order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Write {
+    PodValid,
+    PodInvalid,
+    PodOtherNode,
+    PodKeepStored,
+    ClaimMonitor,
+    ClaimOtherWriter,
+    ClaimKubelet,
+    ClaimInvalid,
+    CsiNodeValid,
+    CsiNodeIndistinct,
+    CsiNodeOtherNode,
+    CsiNodeDriverChange,
+    CsiNodeStaleEntry,
+    ReviewOwnCsiNode,
+    ReviewOtherCsiNode,
+}
+
+impl Write {
+    const ALL: [Write; 15] = [
+        Write::PodValid,
+        Write::PodInvalid,
+        Write::PodOtherNode,
+        Write::PodKeepStored,
+        Write::ClaimMonitor,
+        Write::ClaimOtherWriter,
+        Write::ClaimKubelet,
+        Write::ClaimInvalid,
+        Write::CsiNodeValid,
+        Write::CsiNodeIndistinct,
+        Write::CsiNodeOtherNode,
+        Write::CsiNodeDriverChange,
+        Write::CsiNodeStaleEntry,
+        Write::ReviewOwnCsiNode,
+        Write::ReviewOtherCsiNode,
+    ];
+
+    fn describe(self) -> &'static str {
+        match self {
+            Write::PodValid => "`pods/status`: a valid `volumeHealth`, by the pod's kubelet",
+            Write::PodInvalid => {
+                "`pods/status`: an invalid `volumeHealth` (a reason with a space), by the pod's kubelet"
+            }
+            Write::PodOtherNode => "`pods/status`: `volumeHealth` by another node's kubelet",
+            Write::PodKeepStored => {
+                "`pods/status`: a stored `volumeHealth` changed, by the pod's kubelet"
+            }
+            Write::ClaimMonitor => {
+                "`persistentvolumeclaims/status`: a valid `healthStatus`, by the health monitor (in the writer list)"
+            }
+            Write::ClaimOtherWriter => {
+                "`persistentvolumeclaims/status`: a valid `healthStatus`, by a user with RBAC outside the writer list"
+            }
+            Write::ClaimKubelet => {
+                "`persistentvolumeclaims/status`: `healthStatus` by the kubelet of a node using the claim"
+            }
+            Write::ClaimInvalid => {
+                "`persistentvolumeclaims/status`: an invalid `healthStatus`, by the health monitor"
+            }
+            Write::CsiNodeValid => {
+                "`csinodes/status`: a valid `storageHealth`, by the node's kubelet"
+            }
+            Write::CsiNodeIndistinct => {
+                "`csinodes/status`: two conditions of one driver the kubelet cannot tell apart, by the node's kubelet"
+            }
+            Write::CsiNodeOtherNode => "`csinodes/status`: by another node's kubelet",
+            Write::CsiNodeDriverChange => {
+                "`csinodes`: a driver registered by the node's kubelet while `storageHealth` is stored"
+            }
+            Write::CsiNodeStaleEntry => {
+                "`csinodes/status`: an entry kept for a driver no longer registered, by the node's kubelet"
+            }
+            Write::ReviewOwnCsiNode => {
+                "SubjectAccessReview: a kubelet updates its own node's `csinodes/status`"
+            }
+            Write::ReviewOtherCsiNode => {
+                "SubjectAccessReview: a kubelet updates another node's `csinodes/status`"
+            }
+        }
+    }
+}
+
+/// Who answered a write, and how.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Outcome {
+    /// Allowed, the gated field stored as written.
+    Stored,
+    /// Allowed, the gated field not stored.
+    Dropped,
+    /// A SubjectAccessReview's answer: allowed, or not (with no authorizer allowing it, or
+    /// denied by one).
+    Review(&'static str),
+    /// Refused by a component, with the apiserver's message (not part of the table).
+    Denied(u16, &'static str, String),
+}
+
+impl Outcome {
+    fn cell(&self) -> String {
+        match self {
+            Outcome::Stored => "stored".into(),
+            Outcome::Dropped => "dropped".into(),
+            Outcome::Review(answer) => (*answer).into(),
+            Outcome::Denied(code, by, _) => format!("{code} {by}"),
+        }
+    }
+
+    /// Who refused a write, from the apiserver's `metav1.Status`.
+    fn denied(status: &kube::core::Status) -> Self {
+        let message = status.message.as_str();
+        let by = if message.contains("admission webhook \"") {
+            "webhook"
+        } else if status.code == 422 {
+            "in-tree validation"
+        } else if status.code == 403 && message.contains("User \"") {
+            // The union of the authorizers' reasons; the Node authorizer's is prefixed `node: `.
+            if message.contains(": node: ") {
+                "Node authorizer"
+            } else {
+                "authorization"
+            }
+        } else if status.code == 403 {
+            "NodeRestriction"
+        } else {
+            panic!("an answer no component gives: {status:?}")
+        };
+        Outcome::Denied(status.code, by, status.message.clone())
+    }
+}
+
+/// The gates of one column.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Gates {
+    in_tree: bool,
+    webhook: bool,
+}
+
+impl Gates {
+    fn tag(self) -> String {
+        format!(
+            "{}-{}",
+            if self.in_tree { "on" } else { "off" },
+            if self.webhook { "on" } else { "off" }
+        )
+    }
+
+    fn header(self) -> String {
+        let on = |b: bool| if b { "on" } else { "off" };
+        format!("in-tree {}, webhook {}", on(self.in_tree), on(self.webhook))
+    }
+}
+
+/// The admission server's environment beside the gate: the writer list, and the enforcement
+/// action.
+fn webhook_env(action: &str) -> [(&'static str, String); 2] {
+    [
+        (
+            "VOLUME_HEALTH_PVC_HEALTH_WRITERS",
+            format!("system:serviceaccount:{MONITOR_NAMESPACE}:{MONITOR}"),
+        ),
+        ("VOLUME_HEALTH_ENFORCEMENT_ACTION", action.to_owned()),
+    ]
+}
+
+async fn set_webhook(plane: &mut ControlPlane, gate: bool, action: &str) {
+    let env = webhook_env(action);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    plane.set_webhook(gate, &env).await.unwrap();
+}
+
+/// RBAC for the health monitor and the other writer: update claims' status.
+async fn monitor_rbac(cluster: &Cluster) {
+    let api = &cluster.api;
+    let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": "pvc-health-writer"},
+        "rules": [{"apiGroups": [""], "resources": ["persistentvolumeclaims/status"],
+            "verbs": ["get", "update", "patch"]}]});
+    let (code, body) = api
+        .send(
+            Method::POST,
+            "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+            Some(&role),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(code, 201, "{body}");
+    let subjects = [MONITOR, OTHER_WRITER].map(
+        |name| json!({"kind": "ServiceAccount", "name": name, "namespace": MONITOR_NAMESPACE}),
+    );
+    let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": "pvc-health-writer"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "pvc-health-writer"},
+        "subjects": subjects});
+    let (code, body) = api
+        .send(
+            Method::POST,
+            "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+            Some(&binding),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(code, 201, "{body}");
+}
+
+/// The field validation errors the webhook counted on CSINodes under `action`.
+async fn violations(plane: &ControlPlane, action: &str) -> f64 {
+    let action = format!(r#"action="{action}""#);
+    plane
+        .admission
+        .metric(
+            "volume_health_webhook_violations_total",
+            &[r#"resource="csinodes""#, &action],
+        )
+        .await
+        .unwrap()
+}
+
+fn health_status(reason: &str) -> Value {
+    json!({"status": {"healthStatus": {"healthConditions": [
+        {"status": "Inaccessible", "reason": reason, "message": "volume not found"}]}}})
+}
+
+fn storage_health(conditions: Value) -> Value {
+    json!({"status": {"storageHealth": [{"name": DRIVER, "healthConditions": conditions}]}})
+}
+
+fn csinode(name: &str, drivers: &[&str]) -> CSINode {
+    let drivers: Vec<Value> = drivers
+        .iter()
+        .map(|driver| json!({"name": driver, "nodeID": name, "topologyKeys": []}))
+        .collect();
+    serde_json::from_value(json!({"metadata": {"name": name}, "spec": {"drivers": drivers}}))
+        .unwrap()
+}
+
+/// Whether `field` of the object's status is set and not empty.
+fn has_status_field(object: &impl serde::Serialize, field: &str) -> bool {
+    let value = serde_json::to_value(object).unwrap();
+    match &value["status"][field] {
+        Value::Null => false,
+        Value::Array(items) => !items.is_empty(),
+        _ => true,
+    }
+}
+
+/// The outcome of a write answered with `result`, the gated field being `field`.
+fn outcome<K: serde::Serialize>(result: kube::Result<K>, field: &str) -> Outcome {
+    match result {
+        Ok(object) if has_status_field(&object, field) => Outcome::Stored,
+        Ok(_) => Outcome::Dropped,
+        Err(kube::Error::Api(status)) => Outcome::denied(&status),
+        Err(err) => panic!("the write failed: {err}"),
+    }
+}
+
+/// The objects of one column, and the clients that write them.
+struct Column {
+    ns: String,
+    node: String,
+    other_node: String,
+    admin: kube::Client,
+    kubelet: kube::Client,
+    other_kubelet: kube::Client,
+    monitor: kube::Client,
+    other_writer: kube::Client,
+}
+
+impl Column {
+    /// The objects of a column named `tag`: a namespace, a claim, pods bound to a node, and
+    /// two nodes' CSINodes.
+    async fn new(plane: &ControlPlane, tag: &str) -> Self {
+        let cluster = &plane.cluster;
+        let (node, other_node) = (format!("node-a-{tag}"), format!("node-b-{tag}"));
+        let monitor = cluster
+            .service_account_token(MONITOR_NAMESPACE, MONITOR)
+            .await
+            .unwrap();
+        let other = cluster
+            .service_account_token(MONITOR_NAMESPACE, OTHER_WRITER)
+            .await
+            .unwrap();
+        let column = Column {
+            ns: format!("app-{tag}"),
+            admin: cluster.client(Identity::Admin).await.unwrap(),
+            kubelet: cluster.client(Identity::Node(&node)).await.unwrap(),
+            other_kubelet: cluster.client(Identity::Node(&other_node)).await.unwrap(),
+            monitor: cluster.client(Identity::Token(&monitor)).await.unwrap(),
+            other_writer: cluster.client(Identity::Token(&other)).await.unwrap(),
+            node,
+            other_node,
+        };
+        create_namespace(&column.admin, &column.ns).await.unwrap();
+        let claims: Api<PersistentVolumeClaim> = Api::namespaced(column.admin.clone(), &column.ns);
+        let claim = serde_json::from_value(json!({"metadata": {"name": "claim"},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}))
+        .unwrap();
+        claims.create(&PostParams::default(), &claim).await.unwrap();
+        let pods: Api<Pod> = Api::namespaced(column.admin.clone(), &column.ns);
+        pods.create(
+            &PostParams::default(),
+            &bound_pod("app", &column.node).unwrap(),
+        )
+        .await
+        .unwrap();
+        pods.create(
+            &PostParams::default(),
+            &bound_pod("stored", &column.node).unwrap(),
+        )
+        .await
+        .unwrap();
+        // Each kubelet registers its node's CSINode, as at driver registration.
+        for (client, name) in [
+            (&column.kubelet, &column.node),
+            (&column.other_kubelet, &column.other_node),
+        ] {
+            let nodes: Api<CSINode> = Api::all(client.clone());
+            nodes
+                .create(&PostParams::default(), &csinode(name, &[DRIVER]))
+                .await
+                .unwrap();
+        }
+        column
+    }
+
+    /// Stores `status` into the object at `key` in etcd, past the API (as an apiserver with
+    /// the gate on would have stored it earlier), and waits until the apiserver serves it.
+    async fn store_in_etcd(
+        &self,
+        cluster: &Cluster,
+        path: &str,
+        key: &str,
+        status: &Value,
+        field: &str,
+    ) {
+        let (code, mut object) = cluster
+            .api
+            .send(Method::GET, path, None, None)
+            .await
+            .unwrap();
+        assert_eq!(code, 200, "{object}");
+        object["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("resourceVersion");
+        for (k, v) in status["status"].as_object().unwrap() {
+            object["status"][k] = v.clone();
+        }
+        cluster.etcd_put(key, &object).await.unwrap();
+        for _ in 0..100 {
+            let (_, served) = cluster
+                .api
+                .send(Method::GET, path, None, None)
+                .await
+                .unwrap();
+            if !served["status"][field].is_null() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("the apiserver did not serve what was written into etcd at {key}");
+    }
+
+    async fn write(&self, plane: &ControlPlane, write: Write) -> Outcome {
+        let params = PatchParams::default();
+        let pods = |client: &kube::Client| Api::<Pod>::namespaced(client.clone(), &self.ns);
+        let claims = |client: &kube::Client| {
+            Api::<PersistentVolumeClaim>::namespaced(client.clone(), &self.ns)
+        };
+        let nodes = |client: &kube::Client| Api::<CSINode>::all(client.clone());
+        // The Node authorizer learns of a new pod from a watch: until then it finds no
+        // relation between the node and the pod or its claim.
+        for attempt in 0.. {
+            let answer = match write {
+                Write::PodValid | Write::PodInvalid => {
+                    let reason = if write == Write::PodValid {
+                        "DiskSlow"
+                    } else {
+                        "Disk slow"
+                    };
+                    let patch = json!({"status": {"volumeHealth": [{"name": "vol", "healthConditions": [
+                        {"status": "Degraded", "reason": reason}]}]}});
+                    outcome(
+                        pods(&self.kubelet)
+                            .patch_status("app", &params, &Patch::Strategic(patch))
+                            .await,
+                        "volumeHealth",
+                    )
+                }
+                Write::PodOtherNode => outcome(
+                    pods(&self.other_kubelet)
+                        .patch_status("app", &params, &Patch::Strategic(volume_health("x")))
+                        .await,
+                    "volumeHealth",
+                ),
+                Write::PodKeepStored => {
+                    if attempt == 0 {
+                        let path = format!("/api/v1/namespaces/{}/pods/stored", self.ns);
+                        let key = format!("/registry/pods/{}/stored", self.ns);
+                        self.store_in_etcd(
+                            &plane.cluster,
+                            &path,
+                            &key,
+                            &volume_health("before"),
+                            "volumeHealth",
+                        )
+                        .await;
+                    }
+                    outcome(
+                        pods(&self.kubelet)
+                            .patch_status(
+                                "stored",
+                                &params,
+                                &Patch::Strategic(volume_health("after")),
+                            )
+                            .await,
+                        "volumeHealth",
+                    )
+                }
+                Write::ClaimMonitor | Write::ClaimOtherWriter | Write::ClaimKubelet => {
+                    // Each a change: the writer list and NodeRestriction restrict changes.
+                    let (client, reason) = match write {
+                        Write::ClaimMonitor => (&self.monitor, "VolumeNotFound"),
+                        Write::ClaimOtherWriter => (&self.other_writer, "VolumeMissing"),
+                        _ => (&self.kubelet, "VolumeGone"),
+                    };
+                    outcome(
+                        claims(client)
+                            .patch_status("claim", &params, &Patch::Merge(health_status(reason)))
+                            .await,
+                        "healthStatus",
+                    )
+                }
+                Write::ClaimInvalid => outcome(
+                    claims(&self.monitor)
+                        .patch_status("claim", &params, &Patch::Merge(health_status("Not found")))
+                        .await,
+                    "healthStatus",
+                ),
+                Write::CsiNodeValid => outcome(
+                    nodes(&self.kubelet)
+                        .patch_status(
+                            &self.node,
+                            &params,
+                            &Patch::Merge(storage_health(json!([
+                                {"status": "StorageDegraded", "reason": "PoolFull"}]))),
+                        )
+                        .await,
+                    "storageHealth",
+                ),
+                Write::CsiNodeIndistinct => outcome(
+                    nodes(&self.kubelet)
+                        .patch_status(&self.node, &params, &Patch::Merge(indistinct()))
+                        .await,
+                    "storageHealth",
+                ),
+                Write::CsiNodeOtherNode => outcome(
+                    nodes(&self.other_kubelet)
+                        .patch_status(
+                            &self.node,
+                            &params,
+                            &Patch::Merge(storage_health(json!([
+                                {"status": "StorageDegraded", "reason": "PoolFull"}]))),
+                        )
+                        .await,
+                    "storageHealth",
+                ),
+                Write::CsiNodeDriverChange => {
+                    if attempt == 0 {
+                        let path = format!("/apis/storage.k8s.io/v1/csinodes/{}", self.other_node);
+                        let key = format!("/registry/csinodes/{}", self.other_node);
+                        let stored = storage_health(
+                            json!([{"status": "StorageDegraded", "reason": "PoolFull"}]),
+                        );
+                        self.store_in_etcd(&plane.cluster, &path, &key, &stored, "storageHealth")
+                            .await;
+                    }
+                    let patch = json!({"spec": {"drivers": [
+                        {"name": DRIVER, "nodeID": self.other_node, "topologyKeys": []},
+                        {"name": "second.example.com", "nodeID": self.other_node, "topologyKeys": []}]}});
+                    let result = nodes(&self.other_kubelet)
+                        .patch(&self.other_node, &params, &Patch::Merge(patch))
+                        .await;
+                    outcome(result, "storageHealth")
+                }
+                Write::CsiNodeStaleEntry => {
+                    // The kubelet never removes a driver's entry when the driver unregisters.
+                    let patch = json!({"status": {"storageHealth": [
+                        {"name": DRIVER, "healthConditions": [{"status": "StorageDegraded", "reason": "PoolFull"}]},
+                        {"name": "gone.example.com", "healthConditions": [{"status": "StorageDegraded", "reason": "PoolFull"}]}]}});
+                    outcome(
+                        nodes(&self.kubelet)
+                            .patch_status(&self.node, &params, &Patch::Merge(patch))
+                            .await,
+                        "storageHealth",
+                    )
+                }
+                Write::ReviewOwnCsiNode | Write::ReviewOtherCsiNode => {
+                    let name = match write {
+                        Write::ReviewOwnCsiNode => &self.node,
+                        _ => &self.other_node,
+                    };
+                    self.review(plane, name).await
+                }
+            };
+            let unrelated = matches!(answer, Outcome::Denied(403, "Node authorizer", _));
+            if !unrelated || attempt == 10 || write_is_unrelated(write) {
+                return answer;
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        unreachable!()
+    }
+
+    /// The apiserver's authorizers asked whether this column's kubelet may update the
+    /// `csinodes/status` of node `name`.
+    async fn review(&self, plane: &ControlPlane, name: &str) -> Outcome {
+        let review = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+            "spec": {"user": format!("system:node:{}", self.node), "groups": ["system:nodes", "system:authenticated"],
+                "resourceAttributes": {"verb": "update", "group": "storage.k8s.io", "version": "v1",
+                    "resource": "csinodes", "subresource": "status", "name": name}}});
+        let (code, answer) = plane
+            .cluster
+            .api
+            .send(
+                Method::POST,
+                "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+                Some(&review),
+                None,
+            )
+            .await
+            .unwrap();
+        assert_eq!(code, 201, "{answer}");
+        let status = &answer["status"];
+        Outcome::Review(if status["allowed"] == true {
+            "allowed"
+        } else if status["denied"] == true {
+            "denied"
+        } else {
+            "not allowed"
+        })
+    }
+
+    /// The own-rule write as a raw request, to see the answer's warnings.
+    async fn warnings(&self) -> (u16, Vec<String>) {
+        let request = http::Request::patch(format!(
+            "/apis/storage.k8s.io/v1/csinodes/{}/status",
+            self.node
+        ))
+        .header("content-type", "application/merge-patch+json")
+        .body(serde_json::to_vec(&indistinct()).unwrap())
+        .unwrap();
+        let response = self.kubelet.send(request.map(Into::into)).await.unwrap();
+        let warnings = response
+            .headers()
+            .get_all("warning")
+            .iter()
+            .map(|v| v.to_str().unwrap().to_owned())
+            .collect();
+        (response.status().as_u16(), warnings)
+    }
+}
+
+/// Writes a node may never make: no retry waits for a relation.
+fn write_is_unrelated(write: Write) -> bool {
+    matches!(
+        write,
+        Write::PodOtherNode
+            | Write::CsiNodeOtherNode
+            | Write::ReviewOwnCsiNode
+            | Write::ReviewOtherCsiNode
+    )
+}
+
+/// Two conditions the kubelet cannot tell apart (same status, reason, accessMode, volumeMode).
+fn indistinct() -> Value {
+    storage_health(json!([
+        {"status": "StorageDegraded", "reason": "PoolFull", "message": "one"},
+        {"status": "StorageDegraded", "reason": "PoolFull", "message": "two"}]))
+}
+
+/// The measured table, as markdown.
+fn table(measured: &BTreeMap<(Write, Gates), Outcome>, columns: &[Gates]) -> String {
+    let mut out = String::from("| write |");
+    for gates in columns {
+        write!(out, " {} |", gates.header()).unwrap();
+    }
+    out.push_str("\n|---|");
+    out.push_str(&"---|".repeat(columns.len()));
+    out.push('\n');
+    for write in Write::ALL {
+        write!(out, "| {} |", write.describe()).unwrap();
+        for gates in columns {
+            write!(out, " {} |", measured[&(write, *gates)].cell()).unwrap();
+        }
+        out.push('\n');
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "starts kube-apiserver, etcd and the release binary: `make e2e`"]
+async fn shipped_configuration_answers_on_a_real_control_plane() {
+    // Bounded: a hung step fails the suite instead of holding CI.
+    tokio::time::timeout(std::time::Duration::from_secs(900), shipped())
+        .await
+        .expect("the suite did not finish within 15 minutes");
+}
+
+async fn shipped() {
+    let started = Instant::now();
+    let mut measured = BTreeMap::new();
+    let mut columns = Vec::new();
+    let mut enforcement = Vec::new();
+    for in_tree in [true, false] {
+        let env = webhook_env("deny");
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let mut plane = ControlPlane::start(in_tree, &env).await.unwrap();
+        monitor_rbac(&plane.cluster).await;
+        eprintln!(
+            "in-tree gate {in_tree}: control plane ready after {:?}; logs in {}",
+            started.elapsed(),
+            plane.cluster.dir().display()
+        );
+        for webhook in [true, false] {
+            let gates = Gates { in_tree, webhook };
+            set_webhook(&mut plane, webhook, "deny").await;
+            let column = Column::new(&plane, &gates.tag()).await;
+            for write in Write::ALL {
+                let answer = column.write(&plane, write).await;
+                let detail = match &answer {
+                    Outcome::Denied(.., message) => message.as_str(),
+                    _ => "",
+                };
+                eprintln!("{} {write:?}: {} {detail}", gates.header(), answer.cell());
+                measured.insert((write, gates), answer);
+            }
+            columns.push(gates);
+        }
+        if in_tree {
+            // The project's own rule under each enforcement action, in-tree gate on.
+            for action in ["warn", "dryrun"] {
+                set_webhook(&mut plane, true, action).await;
+                let before = violations(&plane, action).await;
+                let column = Column::new(&plane, action).await;
+                let (code, warnings) = column.warnings().await;
+                let after = violations(&plane, action).await;
+                eprintln!(
+                    "{action}: {code}, warnings {warnings:?}, violations {before} -> {after}"
+                );
+                enforcement.push((action, code, warnings, after - before));
+            }
+        }
+    }
+
+    let measured_table = table(&measured, &columns);
+    eprintln!("{measured_table}");
+    for (action, code, warnings, violations) in &enforcement {
+        assert_eq!(*code, 200, "{action}: the write is allowed");
+        assert_eq!(*violations, 1.0, "{action}: the violation is counted");
+        match *action {
+            "warn" => assert!(
+                warnings.iter().any(|w| w.contains("storageHealth")),
+                "warn: the errors come back as warnings: {warnings:?}"
+            ),
+            _ => assert!(warnings.is_empty(), "dryrun: no warning: {warnings:?}"),
+        }
+    }
+    let doc_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(DOC);
+    let doc = std::fs::read_to_string(&doc_path).unwrap_or_default();
+    let (Some(begin), Some(end)) = (doc.find(BEGIN), doc.find(END)) else {
+        panic!("{DOC} has no measured table between {BEGIN} and {END}");
+    };
+    let documented = doc[begin + BEGIN.len()..end].trim();
+    if std::env::var_os("VOLUME_HEALTH_E2E_WRITE_DOCS").is_some() {
+        let updated = format!(
+            "{}{BEGIN}\n{}\n{}",
+            &doc[..begin],
+            measured_table.trim(),
+            &doc[end..]
+        );
+        std::fs::write(&doc_path, updated).unwrap();
+    } else {
+        assert_eq!(
+            documented,
+            measured_table.trim(),
+            "{DOC} does not say what was measured (VOLUME_HEALTH_E2E_WRITE_DOCS=1 writes it)"
+        );
+    }
+    eprintln!("e2e_shipped: {:?}", started.elapsed());
+}
