@@ -1500,6 +1500,7 @@ fn match_conditions_use_only_cel_that_kubernetes_and_the_interpreter_share() {
 // ---------------------------------------------------------------------------------------
 
 const AUTHORIZATION_CONFIG: &str = "authz/authorization-config.yaml";
+const AUTHORIZATION_CONFIG_MERGED: &str = "authz/authorization-config-with-existing-webhook.yaml";
 const AUTHORIZER_KUBECONFIG: &str = "authz/authorizer-kubeconfig.yaml";
 const STATIC_POD: &str = "authz/volume-health-authz.yaml";
 const KUBEADM: &str = "authz/kubeadm-cluster-configuration.yaml";
@@ -1567,6 +1568,31 @@ fn authorization_configuration_places_the_webhook_between_node_and_rbac() {
         "has(request.resourceAttributes)",
         "guard first"
     );
+}
+
+/// The example for a cluster that already has an authorization webhook keeps it: the same
+/// chain with that webhook where it was and the volume health entry exactly as in
+/// `authorization-config.yaml`, after it.
+#[test]
+fn merged_authorization_configuration_keeps_the_existing_webhook() {
+    let merged = read_single_manifest(AUTHORIZATION_CONFIG_MERGED);
+    let config = authorization_config();
+    assert_eq!(merged["apiVersion"], config["apiVersion"]);
+    assert_eq!(merged["kind"], config["kind"]);
+    let authorizers = array_at(&merged, "/authorizers");
+    let names: Vec<&str> = authorizers.iter().map(|a| str_at(a, "/name")).collect();
+    assert_eq!(names, ["node", "default", "volume-health", "rbac"]);
+    let ours = volume_health_authorizer();
+    assert_eq!(authorizers[2], ours, "the volume health entry as authorization-config.yaml has it");
+    // The existing webhook as the apiserver configures it from --authorization-webhook-*
+    // flags (pkg/kubeapiserver/options/authorization.go), so nothing about it changes.
+    let existing = &authorizers[1]["webhook"];
+    assert_eq!(authorizers[1]["type"], "Webhook");
+    assert_eq!(existing["timeout"], "30s");
+    assert_eq!(existing["failurePolicy"], "NoOpinion");
+    assert_eq!(existing["subjectAccessReviewVersion"], "v1beta1");
+    assert_eq!(existing["connectionInfo"]["type"], "KubeConfigFile");
+    assert!(existing["matchConditions"].is_null(), "flags cannot set matchConditions");
 }
 
 struct AuthorizationCase {
