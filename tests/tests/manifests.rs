@@ -30,9 +30,9 @@ use manifests_support::server::{
 };
 use manifests_support::{
     COMPONENTS, INSTALLABLE, KUSTOMIZATIONS, NAMESPACE, PROVIDED_CERT_FILES, PROVIDED_CERTS,
-    Rendered, STATIC_INSTALLS, WARN, array_at, component_dirs, kustomization_dirs,
-    manifests_dir, read_manifest, read_single_manifest, render_operator_overlay,
-    render_with_components, rendered, rendering, str_at, strings_at,
+    Rendered, STATIC_INSTALLS, WARN, array_at, component_dirs, kustomization_dirs, manifests_dir,
+    read_manifest, read_single_manifest, render_operator_overlay, render_with_components, rendered,
+    rendering, str_at, strings_at,
 };
 
 // ---------------------------------------------------------------------------------------
@@ -521,9 +521,17 @@ fn static_installs_are_their_overlays_rendered() {
     let dir = manifests_dir().join("install");
     let files: BTreeSet<String> = std::fs::read_dir(&dir)
         .expect("manifests/install")
-        .map(|e| format!("install/{}", e.expect("entry").file_name().to_string_lossy()))
+        .map(|e| {
+            format!(
+                "install/{}",
+                e.expect("entry").file_name().to_string_lossy()
+            )
+        })
         .collect();
-    let listed: BTreeSet<String> = STATIC_INSTALLS.iter().map(|(f, _)| (*f).to_owned()).collect();
+    let listed: BTreeSet<String> = STATIC_INSTALLS
+        .iter()
+        .map(|(f, _)| (*f).to_owned())
+        .collect();
     assert_eq!(files, listed, "every static install is listed here");
     for (file, overlay) in STATIC_INSTALLS {
         assert_eq!(
@@ -590,7 +598,11 @@ fn images_are_tagged_with_the_workspace_version() {
         .iter()
         .filter(|(_, image)| image.starts_with("ghcr.io/volume-health/"))
         .collect();
-    assert_eq!(ours.len(), images.len(), "only the project's images: {images:?}");
+    assert_eq!(
+        ours.len(),
+        images.len(),
+        "only the project's images: {images:?}"
+    );
     assert!(ours.len() >= 8, "{ours:?}");
     for (what, image) in ours {
         assert!(
@@ -598,8 +610,7 @@ fn images_are_tagged_with_the_workspace_version() {
             "{what}: {image} is not tagged {want}, the workspace version"
         );
     }
-    let changelog =
-        std::fs::read_to_string(repository.join("CHANGELOG.md")).expect("CHANGELOG.md");
+    let changelog = std::fs::read_to_string(repository.join("CHANGELOG.md")).expect("CHANGELOG.md");
     assert!(
         changelog.contains(&format!("\n## [{}]", env!("CARGO_PKG_VERSION"))),
         "CHANGELOG.md has no section for {}",
@@ -1583,7 +1594,10 @@ fn merged_authorization_configuration_keeps_the_existing_webhook() {
     let names: Vec<&str> = authorizers.iter().map(|a| str_at(a, "/name")).collect();
     assert_eq!(names, ["node", "default", "volume-health", "rbac"]);
     let ours = volume_health_authorizer();
-    assert_eq!(authorizers[2], ours, "the volume health entry as authorization-config.yaml has it");
+    assert_eq!(
+        authorizers[2], ours,
+        "the volume health entry as authorization-config.yaml has it"
+    );
     // The existing webhook as the apiserver configures it from --authorization-webhook-*
     // flags (pkg/kubeapiserver/options/authorization.go), so nothing about it changes.
     let existing = &authorizers[1]["webhook"];
@@ -1592,7 +1606,10 @@ fn merged_authorization_configuration_keeps_the_existing_webhook() {
     assert_eq!(existing["failurePolicy"], "NoOpinion");
     assert_eq!(existing["subjectAccessReviewVersion"], "v1beta1");
     assert_eq!(existing["connectionInfo"]["type"], "KubeConfigFile");
-    assert!(existing["matchConditions"].is_null(), "flags cannot set matchConditions");
+    assert!(
+        existing["matchConditions"].is_null(),
+        "flags cannot set matchConditions"
+    );
 }
 
 struct AuthorizationCase {
@@ -2095,7 +2112,9 @@ patches:
         .collect();
     assert_eq!(
         sources,
-        [&json!({"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "prometheus"}}})],
+        [
+            &json!({"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "prometheus"}}})
+        ],
         "the health port opens to the patched namespace only"
     );
 }

@@ -43,7 +43,10 @@ pub(crate) const WARN: &[(&str, &str)] = &[
 /// rendering of (`make install-manifests`).
 pub(crate) const STATIC_INSTALLS: &[(&str, &str)] = &[
     ("install/cert-manager.yaml", "overlays/cert-manager"),
-    ("install/cert-manager-warn.yaml", "overlays/cert-manager-warn"),
+    (
+        "install/cert-manager-warn.yaml",
+        "overlays/cert-manager-warn",
+    ),
 ];
 
 /// Directories under `manifests/` that belong to other components.
