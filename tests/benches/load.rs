@@ -55,7 +55,7 @@ struct Plan {
     warmup: Duration,
 }
 
-/// The figures the README quotes.
+/// The figures docs/benchmarks.md quotes.
 const FULL: Plan = Plan {
     rounds: 10,
     round: Duration::from_millis(750),

@@ -1,6 +1,6 @@
-//! Every file in `examples/` gets the answer the README shows for it: each review is sent
-//! to the server's router in-process, configured from the command line as `make run` (gate
-//! on) or with `--feature-gates=CSIVolumeHealth=false`.
+//! Every file in `examples/` gets the answer docs/development.md shows for it: each review is
+//! sent to the server's router in-process, configured from the command line as `make run`
+//! (gate on) or with `--feature-gates=CSIVolumeHealth=false`.
 
 use std::collections::BTreeSet;
 use std::fs;

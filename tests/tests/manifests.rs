@@ -30,8 +30,9 @@ use manifests_support::server::{
 };
 use manifests_support::{
     COMPONENTS, INSTALLABLE, KUSTOMIZATIONS, NAMESPACE, PROVIDED_CERT_FILES, PROVIDED_CERTS,
-    Rendered, WARN, array_at, component_dirs, kustomization_dirs, read_manifest,
-    read_single_manifest, render_with_components, rendered, rendering, str_at, strings_at,
+    Rendered, STATIC_INSTALLS, WARN, array_at, component_dirs, kustomization_dirs, manifests_dir,
+    read_manifest, read_single_manifest, render_operator_overlay, render_with_components, rendered,
+    rendering, str_at, strings_at,
 };
 
 // ---------------------------------------------------------------------------------------
@@ -444,14 +445,14 @@ fn server_flags_are_known_and_tls_files_come_from_the_mounted_secret() {
 // Enforcement action
 // ---------------------------------------------------------------------------------------
 
-/// The base denies, and says so; `overlays/cert-manager-warn` sets `warn` and changes nothing
-/// else: every object is the cert-manager overlay's, apart from that one variable.
+/// The base denies, and says so; each warn overlay sets `warn` and changes nothing else: every
+/// object is its plain overlay's, apart from that one variable.
 #[test]
-fn the_base_denies_and_the_warn_overlay_changes_only_the_enforcement_action() {
+fn the_base_denies_and_the_warn_overlays_change_only_the_enforcement_action() {
     const VARIABLE: &str = "VOLUME_HEALTH_ENFORCEMENT_ACTION";
     for rendering in rendered() {
         let flags = ServerFlags::of(webhook_container(rendering));
-        let want = if rendering.name == WARN {
+        let want = if WARN.iter().any(|(warn, _)| rendering.name == *warn) {
             "warn"
         } else {
             "deny"
@@ -500,10 +501,120 @@ fn the_base_denies_and_the_warn_overlay_changes_only_the_enforcement_action() {
             })
             .collect()
     };
+    for (warn, plain) in WARN {
+        assert_eq!(
+            comparable(rendering(warn)),
+            comparable(rendering(plain)),
+            "{warn} differs from {plain} beyond the enforcement action"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Static installs and versions
+// ---------------------------------------------------------------------------------------
+
+/// Each file of `manifests/install/` is its overlay as `kubectl kustomize` renders it today;
+/// `make install-manifests` writes them.
+#[test]
+fn static_installs_are_their_overlays_rendered() {
+    let dir = manifests_dir().join("install");
+    let files: BTreeSet<String> = std::fs::read_dir(&dir)
+        .expect("manifests/install")
+        .map(|e| {
+            format!(
+                "install/{}",
+                e.expect("entry").file_name().to_string_lossy()
+            )
+        })
+        .collect();
+    let listed: BTreeSet<String> = STATIC_INSTALLS
+        .iter()
+        .map(|(f, _)| (*f).to_owned())
+        .collect();
+    assert_eq!(files, listed, "every static install is listed here");
+    for (file, overlay) in STATIC_INSTALLS {
+        assert_eq!(
+            read_manifest(file),
+            rendering(overlay).objects,
+            "{file} is out of date: run `make install-manifests`"
+        );
+    }
+}
+
+/// Every image of the project that the manifests, the static installs and the chart pin is
+/// tagged with the workspace version, which `make image` also tags by default; the CHANGELOG
+/// has a section for it.
+#[test]
+fn images_are_tagged_with_the_workspace_version() {
+    let want = format!("v{}", env!("CARGO_PKG_VERSION"));
+    let mut images = Vec::new();
+    let mut collect = |what: &str, value: &Value| {
+        fn walk(value: &Value, found: &mut Vec<String>) {
+            match value {
+                Value::Object(map) => {
+                    for (key, value) in map {
+                        match (key.as_str(), value) {
+                            ("image", Value::String(image)) => found.push(image.clone()),
+                            _ => walk(value, found),
+                        }
+                    }
+                }
+                Value::Array(items) => items.iter().for_each(|v| walk(v, found)),
+                _ => {}
+            }
+        }
+        let mut found = Vec::new();
+        walk(value, &mut found);
+        images.extend(found.into_iter().map(|image| (what.to_owned(), image)));
+    };
+    for rendering in rendered() {
+        for object in &rendering.objects {
+            collect(rendering.name, object);
+        }
+    }
+    for (file, _) in STATIC_INSTALLS {
+        for object in read_manifest(file) {
+            collect(file, &object);
+        }
+    }
+    for object in read_manifest(STATIC_POD) {
+        collect(STATIC_POD, &object);
+    }
+    for doctor in ["doctor", "doctor/daemonset"] {
+        for object in manifests_support::kustomize(&manifests_dir().join(doctor)) {
+            collect(doctor, &object);
+        }
+    }
+    let repository = manifests_dir().parent().expect("repository").to_path_buf();
+    let chart_values: Value = serde_yaml::from_str(
+        &std::fs::read_to_string(repository.join("charts/volume-health/Chart.yaml"))
+            .expect("Chart.yaml"),
+    )
+    .expect("Chart.yaml is YAML");
+    assert_eq!(chart_values["appVersion"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(chart_values["version"], env!("CARGO_PKG_VERSION"));
+    let ours: Vec<&(String, String)> = images
+        .iter()
+        .filter(|(_, image)| image.starts_with("ghcr.io/volume-health/"))
+        .collect();
     assert_eq!(
-        comparable(rendering(WARN)),
-        comparable(rendering("overlays/cert-manager")),
-        "{WARN} differs from overlays/cert-manager beyond the enforcement action"
+        ours.len(),
+        images.len(),
+        "only the project's images: {images:?}"
+    );
+    assert!(ours.len() >= 8, "{ours:?}");
+    for (what, image) in ours {
+        assert!(
+            image.ends_with(&format!(":{want}")),
+            "{what}: {image} is not tagged {want}, the workspace version"
+        );
+    }
+    let changelog = std::fs::read_to_string(repository.join("CHANGELOG.md")).expect("CHANGELOG.md");
+    assert!(
+        changelog.contains(&format!("\n## [{}]", env!("CARGO_PKG_VERSION"))),
+        "CHANGELOG.md has no section for {}",
+        env!("CARGO_PKG_VERSION")
     );
 }
 
@@ -1400,6 +1511,7 @@ fn match_conditions_use_only_cel_that_kubernetes_and_the_interpreter_share() {
 // ---------------------------------------------------------------------------------------
 
 const AUTHORIZATION_CONFIG: &str = "authz/authorization-config.yaml";
+const AUTHORIZATION_CONFIG_MERGED: &str = "authz/authorization-config-with-existing-webhook.yaml";
 const AUTHORIZER_KUBECONFIG: &str = "authz/authorizer-kubeconfig.yaml";
 const STATIC_POD: &str = "authz/volume-health-authz.yaml";
 const KUBEADM: &str = "authz/kubeadm-cluster-configuration.yaml";
@@ -1466,6 +1578,37 @@ fn authorization_configuration_places_the_webhook_between_node_and_rbac() {
         str_at(&conditions[0], "/expression"),
         "has(request.resourceAttributes)",
         "guard first"
+    );
+}
+
+/// The example for a cluster that already has an authorization webhook keeps it: the same
+/// chain with that webhook where it was and the volume health entry exactly as in
+/// `authorization-config.yaml`, after it.
+#[test]
+fn merged_authorization_configuration_keeps_the_existing_webhook() {
+    let merged = read_single_manifest(AUTHORIZATION_CONFIG_MERGED);
+    let config = authorization_config();
+    assert_eq!(merged["apiVersion"], config["apiVersion"]);
+    assert_eq!(merged["kind"], config["kind"]);
+    let authorizers = array_at(&merged, "/authorizers");
+    let names: Vec<&str> = authorizers.iter().map(|a| str_at(a, "/name")).collect();
+    assert_eq!(names, ["node", "default", "volume-health", "rbac"]);
+    let ours = volume_health_authorizer();
+    assert_eq!(
+        authorizers[2], ours,
+        "the volume health entry as authorization-config.yaml has it"
+    );
+    // The existing webhook as the apiserver configures it from --authorization-webhook-*
+    // flags (pkg/kubeapiserver/options/authorization.go), so nothing about it changes.
+    let existing = &authorizers[1]["webhook"];
+    assert_eq!(authorizers[1]["type"], "Webhook");
+    assert_eq!(existing["timeout"], "30s");
+    assert_eq!(existing["failurePolicy"], "NoOpinion");
+    assert_eq!(existing["subjectAccessReviewVersion"], "v1beta1");
+    assert_eq!(existing["connectionInfo"]["type"], "KubeConfigFile");
+    assert!(
+        existing["matchConditions"].is_null(),
+        "flags cannot set matchConditions"
     );
 }
 
@@ -1887,4 +2030,91 @@ fn optional_components_fit_every_overlay() {
         assert!(strings_at(policy, "/spec/policyTypes").contains(&"Egress".to_owned()));
         assert!(array_at(policy, "/spec/egress").is_empty());
     }
+}
+
+/// The Prometheus Operator loads a ServiceMonitor or PrometheusRule only when its selectors
+/// match; kube-prometheus-stack selects `release: <its release name>`. The monitoring
+/// component carries no such label (a Prometheus that selects everything takes it as it is),
+/// the kube-prometheus-stack component adds it to both and to nothing else, and an overlay
+/// changes the name, or the NetworkPolicy's Prometheus namespace, with the patches
+/// docs/monitoring.md shows.
+#[test]
+fn monitoring_is_selectable_by_kube_prometheus_stack_and_its_namespace() {
+    let selected = |objects: &[Value]| -> Vec<(String, Value)> {
+        objects
+            .iter()
+            .filter(|o| !o["metadata"]["labels"]["release"].is_null())
+            .map(|o| {
+                (
+                    str_at(o, "/kind").to_owned(),
+                    o["metadata"]["labels"]["release"].clone(),
+                )
+            })
+            .collect()
+    };
+    let plain = render_with_components("overlays/cert-manager", &["components/monitoring"]);
+    assert!(selected(&plain).is_empty(), "no release label by default");
+
+    let stack = render_with_components(
+        "overlays/cert-manager",
+        &["components/monitoring", "components/kube-prometheus-stack"],
+    );
+    let release = json!("kube-prometheus-stack");
+    assert_eq!(
+        selected(&stack),
+        [
+            ("PrometheusRule".to_owned(), release.clone()),
+            ("ServiceMonitor".to_owned(), release),
+        ],
+        "the rule and the monitor, labelled for the chart's default release name"
+    );
+
+    let patched = render_operator_overlay(
+        "resources:
+  - ../cert-manager
+components:
+  - ../../components/monitoring
+  - ../../components/kube-prometheus-stack
+  - ../../components/network-policy
+patches:
+  - target:
+      group: monitoring.coreos.com
+      kind: ServiceMonitor|PrometheusRule
+      name: volume-health-webhook
+    patch: |-
+      - op: replace
+        path: /metadata/labels/release
+        value: prometheus
+  - target:
+      kind: NetworkPolicy
+      name: volume-health-webhook
+    patch: |-
+      - op: replace
+        path: /spec/ingress/1/from/0/namespaceSelector/matchLabels/kubernetes.io~1metadata.name
+        value: prometheus
+",
+    );
+    let release = json!("prometheus");
+    assert_eq!(
+        selected(&patched),
+        [
+            ("PrometheusRule".to_owned(), release.clone()),
+            ("ServiceMonitor".to_owned(), release),
+        ]
+    );
+    let policy = patched
+        .iter()
+        .find(|o| o["kind"] == "NetworkPolicy")
+        .expect("the NetworkPolicy");
+    let sources: Vec<&Value> = array_at(policy, "/spec/ingress")
+        .iter()
+        .flat_map(|rule| array_at(rule, "/from"))
+        .collect();
+    assert_eq!(
+        sources,
+        [
+            &json!({"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "prometheus"}}})
+        ],
+        "the health port opens to the patched namespace only"
+    );
 }

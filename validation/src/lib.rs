@@ -106,3 +106,8 @@ mod tests;
 #[doc = include_str!("../../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
+
+/// The examples of `docs/library.md`, compiled and run as doc tests.
+#[doc = include_str!("../../docs/library.md")]
+#[cfg(doctest)]
+pub struct LibraryDocDoctests;

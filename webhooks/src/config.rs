@@ -132,7 +132,7 @@ pub struct ServeArgs {
     /// Most bytes of request bodies held at once (each body from its first byte to its answer);
     /// a request that would go over waits, its bytes left in its socket. With the memory a
     /// review takes to decide (at most about 5 times its size), this bounds the server's
-    /// memory: see the README.
+    /// memory: see docs/configuration.md.
     #[arg(long, env = "VOLUME_HEALTH_MAX_IN_FLIGHT_BYTES", default_value_t = 32 * 1024 * 1024)]
     pub max_in_flight_bytes: usize,
     /// Log line format.

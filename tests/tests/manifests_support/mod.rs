@@ -21,6 +21,7 @@ pub(crate) const KUSTOMIZATIONS: &[&str] = &[
     "overlays/cert-manager",
     "overlays/cert-manager-warn",
     "overlays/provided-certs",
+    "overlays/provided-certs-warn",
 ];
 
 /// The overlays an operator installs; `base` alone lacks certificates.
@@ -28,19 +29,40 @@ pub(crate) const INSTALLABLE: &[&str] = &[
     "overlays/cert-manager",
     "overlays/cert-manager-warn",
     "overlays/provided-certs",
+    "overlays/provided-certs-warn",
 ];
 
-/// The overlay that rolls field validation out in `warn` mode.
-pub(crate) const WARN: &str = "overlays/cert-manager-warn";
+/// The overlays that roll field validation out in `warn` mode, each with the overlay it
+/// differs from in that alone.
+pub(crate) const WARN: &[(&str, &str)] = &[
+    ("overlays/cert-manager-warn", "overlays/cert-manager"),
+    ("overlays/provided-certs-warn", "overlays/provided-certs"),
+];
+
+/// The single-file installs under `manifests/install/`, each with the overlay it is the
+/// rendering of (`make install-manifests`).
+pub(crate) const STATIC_INSTALLS: &[(&str, &str)] = &[
+    ("install/cert-manager.yaml", "overlays/cert-manager"),
+    (
+        "install/cert-manager-warn.yaml",
+        "overlays/cert-manager-warn",
+    ),
+];
 
 /// Directories under `manifests/` that belong to other components.
 const NOT_OURS: &[&str] = &["doctor"];
 
-/// Optional kustomize components, added to an overlay by the operator; `tests/monitoring.rs`
-/// renders each on top of every installable overlay.
-pub(crate) const COMPONENTS: &[&str] = &["components/monitoring", "components/network-policy"];
+/// Optional kustomize components, added to an overlay by the operator, in the order an
+/// overlay lists them (kube-prometheus-stack labels what monitoring adds); the tests render
+/// them on top of every installable overlay.
+pub(crate) const COMPONENTS: &[&str] = &[
+    "components/monitoring",
+    "components/kube-prometheus-stack",
+    "components/network-policy",
+];
 
-/// The overlay that generates its Secret from PEM files the operator puts into `certs/`.
+/// The overlay that generates its Secret from PEM files the operator puts into `certs/`
+/// (and the overlays built on it).
 pub(crate) const PROVIDED_CERTS: &str = "overlays/provided-certs";
 
 /// Stand-ins for the operator's PEM files: kustomize copies them, it does not parse them.
@@ -147,8 +169,8 @@ pub(crate) fn rendered() -> &'static [Rendered] {
         KUSTOMIZATIONS
             .iter()
             .map(|&name| {
-                let objects = if name == PROVIDED_CERTS {
-                    render_with_provided_certs()
+                let objects = if name.starts_with(PROVIDED_CERTS) {
+                    render_with_provided_certs(name)
                 } else {
                     kustomize(&manifests_dir().join(name))
                 };
@@ -166,31 +188,29 @@ pub(crate) fn rendering(name: &str) -> &'static Rendered {
         .unwrap_or_else(|| panic!("{name} is not a listed kustomization"))
 }
 
-/// The overlay for operator-provided certificates needs PEM files that are never part of
-/// the repository. Render a copy of the base and the overlay with stand-in files, in a
-/// scratch directory of the test build.
-fn render_with_provided_certs() -> Vec<Value> {
+/// The overlays for operator-provided certificates need PEM files that are never part of
+/// the repository. Render a copy of `manifests/` with stand-in files, in a scratch
+/// directory of the test build.
+fn render_with_provided_certs(overlay: &str) -> Vec<Value> {
     let scratch = tempfile::Builder::new()
         .prefix("provided-certs-")
         .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
         .expect("scratch directory");
     let root = scratch.path().join("manifests");
-    copy_tree(&manifests_dir().join("base"), &root.join("base"));
-    let overlay = root.join(PROVIDED_CERTS);
-    copy_tree(&manifests_dir().join(PROVIDED_CERTS), &overlay);
-    let certs = overlay.join("certs");
+    copy_tree(&manifests_dir(), &root);
+    let certs = root.join(PROVIDED_CERTS).join("certs");
     fs::create_dir_all(&certs).expect("certs directory");
     for (file, content) in PROVIDED_CERT_FILES {
         fs::write(certs.join(file), content).expect("stand-in certificate file");
     }
-    kustomize(&overlay)
+    kustomize(&root.join(overlay))
 }
 
-/// Renders an installable overlay with `components` added, as an operator's own overlay
-/// would: `resources: [<overlay>]` and `components: [...]`, in a copy of `manifests/`.
-pub(crate) fn render_with_components(overlay: &str, components: &[&str]) -> Vec<Value> {
+/// Renders an overlay an operator writes, `kustomization` (relative to a directory beside
+/// the shipped overlays), in a copy of `manifests/` with the stand-in PEM files.
+pub(crate) fn render_operator_overlay(kustomization: &str) -> Vec<Value> {
     let scratch = tempfile::Builder::new()
-        .prefix("components-")
+        .prefix("operator-")
         .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
         .expect("scratch directory");
     let root = scratch.path().join("manifests");
@@ -202,12 +222,18 @@ pub(crate) fn render_with_components(overlay: &str, components: &[&str]) -> Vec<
     }
     let mine = root.join("overlays/operator");
     fs::create_dir_all(&mine).expect("overlay directory");
+    fs::write(mine.join("kustomization.yaml"), kustomization).expect("kustomization");
+    kustomize(&mine)
+}
+
+/// Renders an installable overlay with `components` added, as an operator's own overlay
+/// would: `resources: [<overlay>]` and `components: [...]`, in a copy of `manifests/`.
+pub(crate) fn render_with_components(overlay: &str, components: &[&str]) -> Vec<Value> {
     let mut kustomization = format!("resources:\n  - ../../{overlay}\ncomponents:\n");
     for component in components {
         kustomization.push_str(&format!("  - ../../{component}\n"));
     }
-    fs::write(mine.join("kustomization.yaml"), kustomization).expect("kustomization");
-    kustomize(&mine)
+    render_operator_overlay(&kustomization)
 }
 
 /// Every directory under `manifests/components/` that holds a kustomization.
