@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use support::{Ca, Running, assert_allowed, client_config, post, tls_connect};
+use support::{Ca, Running, client_config, tls_connect};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use volume_health_webhooks::server::{CertSource, ServeConfig, Stopped};
@@ -324,7 +324,9 @@ async fn an_unused_keep_alive_connection_ends_at_its_idle_timeout() {
         Stopped::Drained
     );
     assert!(last_request.elapsed() >= Duration::from_millis(1900));
-    closes("idle HTTP/1.1", idle_closed).await;
+    // The idle timeout drops the connection as hyper does at any time, without close_notify.
+    let ended = tokio::time::timeout(Duration::from_secs(1), idle_closed).await;
+    assert!(matches!(ended, Ok(Ok(_))), "{ended:?}");
 }
 
 /// A request that is still in flight when the drain timeout passes does not hold the run:
