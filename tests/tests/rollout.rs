@@ -52,7 +52,6 @@ fn workspace() -> PathBuf {
 struct Process {
     name: String,
     child: Child,
-    log: PathBuf,
 }
 
 impl Process {
@@ -64,7 +63,7 @@ impl Process {
             .stderr(out)
             .spawn()
             .with_context(|| format!("starting {name} ({:?})", command.get_program()))?;
-        Ok(Process { name, child, log })
+        Ok(Process { name, child })
     }
 
     fn signal(&self, signal: &str) -> Result<()> {
@@ -584,7 +583,6 @@ impl Load {
             process: Process {
                 name: format!("load client ({phase})"),
                 child,
-                log,
             },
             stdin,
             lines,
