@@ -249,7 +249,7 @@ impl Server {
 
     /// Serves until `shutdown` drains or aborts. The drain: `/readyz` fails at once, and
     /// from then on every client is asked to reconnect, HTTP/1.1 ones with `Connection: close`
-    /// on each answer, h2 ones with a GOAWAY once their connection has served a request. The
+    /// on each answer, h2 ones with a GOAWAY once a request has arrived on their connection. The
     /// listener keeps accepting for `shutdown_delay`, so that a reconnect that still reaches
     /// this replica is served while the endpoint leaves the load balancers; then it closes.
     /// The drain closes no connection itself: each ends after an answer that said so, at its
@@ -551,8 +551,8 @@ where
 /// finish), and one that never made a request is dropped one header timeout after the GOAWAY:
 /// hyper's graceful close waits for a preface that may never come.
 ///
-/// Once `drain` is cancelled, a connection gets its GOAWAY as soon as it has served a
-/// request, including a connection opened during the drain: h2's graceful GOAWAY (the last
+/// Once `drain` is cancelled, a connection gets its GOAWAY as soon as a request has arrived
+/// on it, including a connection opened during the drain: h2's graceful GOAWAY (the last
 /// stream id at its maximum, then the real one a PING round trip later) serves every stream
 /// the client opened before it heard of it, and the client opens a new connection for the
 /// next one.
