@@ -38,8 +38,9 @@ const SETTLE: Duration = Duration::from_secs(2);
 /// The whole test, whatever happens.
 const DEADLINE: Duration = Duration::from_secs(540);
 /// A failed review counts as in flight at the crash if the client had it before the endpoint
-/// left plus this much: the time the client takes to see its connection reset.
-const CRASH_SLACK: Duration = Duration::from_millis(50);
+/// left plus this much: the time a client on a loaded machine may take to see that its
+/// connection was reset, during which it still writes reviews on it.
+const CRASH_SLACK: Duration = Duration::from_millis(200);
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
