@@ -1,5 +1,5 @@
 # The project's entry points; CI runs `.ci/run`, which is `make test`, `make chart`,
-# `make conformance`, then `make e2e`.
+# `make conformance`, `make e2e`, then `make rollout`.
 
 CARGO ?= cargo
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
@@ -44,7 +44,14 @@ E2E_BIN := $(abspath $(TARGET_DIR))/e2e/bin
 # fails when one is out of date.
 INSTALL_OVERLAYS := cert-manager cert-manager-warn
 
-.PHONY: run test tools lint fmt fmt-check build release bench conformance e2e chart install-manifests image push clean
+# The rollout test's load client, built from the Go module under tests/rollout (test tooling
+# only, standard library only) into the target directory. `make rollout ROLLOUT_RATE=1000`
+# sends fewer reviews per second, `ROLLOUT_ROLLS=3` restarts every replica three times.
+ROLLOUT_BIN := $(abspath $(TARGET_DIR))/rollout/bin
+ROLLOUT_RATE ?= 2000
+ROLLOUT_ROLLS ?= 1
+
+.PHONY: run test tools lint fmt fmt-check build release bench conformance e2e chart install-manifests rollout image push clean
 
 ## run: the webhook server on localhost with a generated certificate (CA written to
 ## target/dev/ca.crt); later flags win, so ARGS can override any of these
@@ -112,6 +119,17 @@ install-manifests:
 			"# (kubectl kustomize); do not edit."; \
 		  kubectl kustomize manifests/overlays/$$overlay; } > manifests/install/$$overlay.yaml || exit 1; \
 	done
+
+## rollout: three replicas of the release binary with the Deployment's flags behind haproxy
+## (installed when missing), restarted one by one under load from a Go net/http client, for
+## HTTP/2 and HTTP/1.1, with the endpoint leaving at once and after failed probes: no review
+## may fail; then a SIGKILL, which may lose only what was in flight (some 4 minutes; ignored by
+## `make test`)
+rollout: release
+	tests/rollout/setup.sh $(ROLLOUT_BIN)
+	VOLUME_HEALTH_ROLLOUT_BIN=$(ROLLOUT_BIN) VOLUME_HEALTH_WEBHOOK_BIN=$(abspath $(BIN)) \
+		ROLLOUT_RATE=$(ROLLOUT_RATE) ROLLOUT_ROLLS=$(ROLLOUT_ROLLS) \
+		$(CARGO) test --locked -p volume-health-tests --test rollout -- --ignored --nocapture
 
 ## bench: criterion micro-benchmarks (validation; handlers in-process), the end-to-end load
 ## benchmark (next to a plain and a strict JSON baseline, with its targets), `check` on a

@@ -25,8 +25,8 @@ use manifests_support::apiserver::{
     rules_match, selector_matches,
 };
 use manifests_support::server::{
-    AUTHORIZE_PATH, DRAIN, LIVENESS_PATH, MUTATE_PATH, READINESS_PATH, ServerFlags, VALIDATE_PATH,
-    parse_duration,
+    AUTHORIZE_PATH, LIVENESS_PATH, MUTATE_PATH, PROPAGATION, READINESS_PATH, ServerFlags,
+    VALIDATE_PATH, parse_duration,
 };
 use manifests_support::{
     COMPONENTS, INSTALLABLE, KUSTOMIZATIONS, NAMESPACE, PROVIDED_CERT_FILES, PROVIDED_CERTS,
@@ -276,17 +276,48 @@ fn deployment_is_highly_available() {
     }
 }
 
+/// The drain's budget. From SIGTERM, the server keeps accepting, and asks every client to
+/// reconnect, for `--shutdown-delay`: the endpoint must be out of every load balancer by then,
+/// which takes the readiness probe's period × failure threshold (when the probe is what takes it
+/// out) plus the propagation. Then the connections still open end by themselves within
+/// `--shutdown-timeout`: in-flight requests within `--request-timeout`, unused keep-alive
+/// connections at `--header-read-timeout`. The grace period covers both.
 #[test]
-fn termination_grace_period_covers_the_shutdown_sequence() {
+fn the_shutdown_budget_adds_up() {
     for name in INSTALLABLE {
         let rendering = rendering(name);
-        let flags = ServerFlags::of(webhook_container(rendering));
+        let container = webhook_container(rendering);
+        let flags = ServerFlags::of(container);
+        let probe = &container["readinessProbe"];
+        let seconds = |field: &str| {
+            Duration::from_secs(
+                probe[field]
+                    .as_u64()
+                    .unwrap_or_else(|| panic!("{name}: readinessProbe.{field}")),
+            )
+        };
+        let threshold = u32::try_from(probe["failureThreshold"].as_u64().expect("threshold"))
+            .expect("threshold");
+        let delay = flags.duration("shutdown-delay");
+        let endpoint_gone = seconds("periodSeconds") * threshold + PROPAGATION;
+        assert!(
+            delay >= endpoint_gone,
+            "{name}: --shutdown-delay {delay:?} ends before the endpoint can be gone \
+             (readiness period × failure threshold + propagation = {endpoint_gone:?})"
+        );
+        let drain = flags.duration("shutdown-timeout");
+        for flag in ["request-timeout", "header-read-timeout"] {
+            assert!(
+                drain > flags.duration(flag),
+                "{name}: --shutdown-timeout {drain:?} must outlast --{flag}, so that connections end by themselves"
+            );
+        }
         let grace = Duration::from_secs(
             pod_spec(rendering)["terminationGracePeriodSeconds"]
                 .as_u64()
                 .expect("grace period"),
         );
-        let needed = flags.duration("shutdown-delay") + DRAIN;
+        let needed = delay + drain;
         assert!(
             grace > needed,
             "{name}: grace period {grace:?} must exceed shutdown delay + drain = {needed:?}"
@@ -296,9 +327,7 @@ fn termination_grace_period_covers_the_shutdown_sequence() {
             "{name}: grace period {grace:?} is far longer than needed"
         );
         assert!(
-            webhook_container(rendering)
-                .pointer("/lifecycle/preStop")
-                .is_none(),
+            container.pointer("/lifecycle/preStop").is_none(),
             "{name}: the server delays shutdown itself (--shutdown-delay); a preStop hook would add to it"
         );
     }

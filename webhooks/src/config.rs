@@ -148,10 +148,12 @@ pub struct ServeArgs {
     /// Most connections served at once on each port; further ones wait in the listen backlog.
     #[arg(long, env = "VOLUME_HEALTH_MAX_CONNECTIONS", default_value_t = 1024)]
     pub max_connections: usize,
-    /// After SIGTERM, keep accepting this long (readiness already failing).
+    /// After SIGTERM, keep accepting this long (readiness already failing, clients asked to
+    /// reconnect): at least the readiness probe's period × failure threshold plus propagation.
     #[arg(long, env = "VOLUME_HEALTH_SHUTDOWN_DELAY", default_value = "5s", value_parser = humantime::parse_duration)]
     pub shutdown_delay: Duration,
-    /// Then wait at most this long for in-flight requests.
+    /// Then wait at most this long for the open connections to end (requests in flight
+    /// answered, unused keep-alive connections at their idle timeout).
     #[arg(long, env = "VOLUME_HEALTH_SHUTDOWN_TIMEOUT", default_value = "20s", value_parser = humantime::parse_duration)]
     pub shutdown_timeout: Duration,
     /// How often the certificate files are checked for changes.

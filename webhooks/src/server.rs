@@ -59,9 +59,12 @@ pub struct ServeConfig {
     pub header_read_timeout: Duration,
     /// Most connections served at once on each port; further ones wait in the listen backlog.
     pub max_connections: usize,
-    /// After the drain starts, how long to keep accepting while endpoints stop routing here.
+    /// After the drain starts, how long to keep accepting, and asking every client to
+    /// reconnect, while endpoints stop routing here: at least the readiness probe's period ×
+    /// failure threshold plus the time load balancers take to follow the endpoints.
     pub shutdown_delay: Duration,
-    /// After that, how long in-flight requests may take before the server stops anyway.
+    /// After that, how long the connections still open may take to close by themselves
+    /// (after an answer, or at their idle timeout) before the server stops anyway.
     pub shutdown_timeout: Duration,
 }
 
@@ -244,10 +247,14 @@ impl Server {
         self.ca_pem.as_deref()
     }
 
-    /// Serves until `shutdown` drains or aborts. The drain: `/readyz` fails at once,
-    /// connections are still accepted for `shutdown_delay` so that endpoints can update, then
-    /// the TLS listener closes, idle keep-alive connections close and in-flight requests
-    /// finish, within `shutdown_timeout`; the health port serves until then.
+    /// Serves until `shutdown` drains or aborts. The drain: `/readyz` fails at once, and
+    /// from then on every client is asked to reconnect, HTTP/1.1 ones with `Connection: close`
+    /// on each answer, h2 ones with a GOAWAY once a request has arrived on their connection. The
+    /// listener keeps accepting for `shutdown_delay`, so that a reconnect that still reaches
+    /// this replica is served while the endpoint leaves the load balancers; then it closes.
+    /// The drain closes no connection itself: each ends after an answer that said so, at its
+    /// idle timeout as at any other time, or when `shutdown_timeout` has passed since the
+    /// listener closed. The health port serves until then.
     pub async fn run(self, shutdown: Shutdown) -> Stopped {
         let Server {
             config,
@@ -275,13 +282,12 @@ impl Server {
         let webhooks = async {
             let mut secure =
                 Port::new(secure, Transport::Tls(TlsAcceptor::from(tls)), app, &config);
+            secure.accept_until(shutdown.drain.cancelled()).await;
+            readiness.set_not_ready();
+            secure.drain();
+            tracing::info!(delay = ?config.shutdown_delay, "shutdown requested: readiness failing, asking clients to reconnect, still accepting");
             secure
-                .accept_until(async {
-                    shutdown.drain.cancelled().await;
-                    readiness.set_not_ready();
-                    tracing::info!(delay = ?config.shutdown_delay, "shutdown requested: readiness failing, still accepting");
-                    tokio::time::sleep(config.shutdown_delay).await;
-                })
+                .accept_until(tokio::time::sleep(config.shutdown_delay))
                 .await;
             let open = secure.close(config.shutdown_timeout).await;
             drained.cancel();
@@ -367,9 +373,10 @@ struct Port {
     header_timeout: Duration,
     slots: Arc<Semaphore>,
     connections: JoinSet<()>,
-    /// Asks every connection to close once its in-flight requests are answered. hyper-util's
-    /// `GracefulShutdown` would take each connection over, leaving the TLS handshake and the
-    /// h2 idle close no way to act on it.
+    /// Asks every connection's client to reconnect (see [`Server::run`]). hyper-util's
+    /// `GracefulShutdown` would close idle HTTP/1.1 connections at once, under a client that
+    /// may be sending on one at that instant, and would take each connection over, leaving
+    /// the h2 idle close no way to act on it.
     drain: CancellationToken,
 }
 
@@ -410,19 +417,24 @@ impl Port {
         }
     }
 
-    /// Closes the listener, asks every connection to close once its in-flight requests are
-    /// answered (idle ones close at once), and waits at most `timeout` for them; how many are
-    /// still open then (dropped on return).
+    /// Asks the client of every connection, open or still to come, to reconnect.
+    fn drain(&self) {
+        self.drain.cancel();
+    }
+
+    /// Closes the listener and waits at most `timeout` for the connections still open to
+    /// end; how many are still open then (dropped on return).
     async fn close(self, timeout: Duration) -> usize {
         let Port {
             listener,
             mut connections,
-            drain,
             ..
         } = self;
         drop(listener);
-        tracing::info!("listener closed; draining in-flight requests");
-        drain.cancel();
+        tracing::info!(
+            open = connections.len(),
+            "listener closed; waiting for the open connections to end"
+        );
         let all_closed = async { while connections.join_next().await.is_some() {} };
         let _ = tokio::time::timeout(timeout, all_closed).await;
         connections.len()
@@ -450,9 +462,9 @@ async fn accept(
 }
 
 impl Transport {
-    /// Serves one connection until the client closes it or, once `drain` is cancelled, until
-    /// its in-flight requests are answered. The TLS handshake gets the header timeout, and is
-    /// abandoned by the drain.
+    /// Serves one connection until it ends; once `drain` is cancelled, its client is asked to
+    /// reconnect. The TLS handshake gets the header timeout, and is completed during the drain
+    /// too: the client has a request to send.
     async fn serve(
         self,
         stream: TcpStream,
@@ -465,19 +477,16 @@ impl Transport {
             Transport::Plain => serve_http1(TokioIo::new(stream), app, header_timeout, drain).await,
             Transport::Tls(acceptor) => {
                 let handshake = tokio::time::timeout(header_timeout, acceptor.accept(stream));
-                let tls = tokio::select! {
-                    handshake = handshake => match handshake {
-                        Ok(Ok(tls)) => tls,
-                        Ok(Err(err)) => {
-                            tracing::debug!(%peer, error = %err, "TLS handshake failed");
-                            return;
-                        }
-                        Err(_) => {
-                            tracing::debug!(%peer, "TLS handshake timed out");
-                            return;
-                        }
-                    },
-                    () = drain.cancelled() => return,
+                let tls = match handshake.await {
+                    Ok(Ok(tls)) => tls,
+                    Ok(Err(err)) => {
+                        tracing::debug!(%peer, error = %err, "TLS handshake failed");
+                        return;
+                    }
+                    Err(_) => {
+                        tracing::debug!(%peer, "TLS handshake timed out");
+                        return;
+                    }
                 };
                 // The protocol is the one negotiated by ALPN. Sniffing the connection preface
                 // instead waits, without any timeout, for 24 bytes that a silent or slow client
@@ -500,6 +509,12 @@ impl Transport {
 
 /// HTTP/1.1 with keep-alive. hyper's header read timeout also closes a keep-alive connection
 /// that sends no next request within it.
+///
+/// Once `drain` is cancelled, every answer carries `Connection: close` and the connection
+/// closes after it: HTTP/1.1 has no GOAWAY, and a client may write its next request on an
+/// idle keep-alive connection at the very instant the server closes it, a request it will
+/// not retry. So the drain never closes an idle connection; it tells the client on the next
+/// answer, and the client opens a new connection for the request after.
 async fn serve_http1<I>(
     io: I,
     app: Router,
@@ -509,20 +524,24 @@ async fn serve_http1<I>(
 where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
+    let draining = drain.clone();
+    let app = tower::util::MapResponse::new(app, move |mut response: axum::response::Response| {
+        if draining.is_cancelled() {
+            response.headers_mut().insert(
+                http::header::CONNECTION,
+                http::HeaderValue::from_static("close"),
+            );
+        }
+        response
+    });
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())
         .header_read_timeout(header_timeout)
         .keep_alive(true);
-    let connection = builder.serve_connection(io, TowerToHyperService::new(app));
-    tokio::pin!(connection);
-    tokio::select! {
-        result = connection.as_mut() => result,
-        () = drain.cancelled() => {
-            connection.as_mut().graceful_shutdown();
-            connection.await
-        }
-    }
+    builder
+        .serve_connection(io, TowerToHyperService::new(app))
+        .await
 }
 
 /// h2, closed when idle. hyper has no header read timeout in h2, and its keep-alive PINGs find
@@ -531,6 +550,12 @@ where
 /// the header timeout is closed the same way as an HTTP/1.1 one (GOAWAY; streams in flight
 /// finish), and one that never made a request is dropped one header timeout after the GOAWAY:
 /// hyper's graceful close waits for a preface that may never come.
+///
+/// Once `drain` is cancelled, a connection gets its GOAWAY as soon as a request has arrived
+/// on it, including a connection opened during the drain: h2's graceful GOAWAY (the last
+/// stream id at its maximum, then the real one a PING round trip later) serves every stream
+/// the client opened before it heard of it, and the client opens a new connection for the
+/// next one.
 async fn serve_h2<I>(
     io: I,
     app: Router,
@@ -564,7 +589,7 @@ where
                 any_request = true;
                 idle.as_mut().reset(tokio::time::Instant::now() + header_timeout);
             }
-            () = drain.cancelled(), if !closing => {
+            () = drain.cancelled(), if !closing && any_request => {
                 closing = true;
                 connection.as_mut().graceful_shutdown();
             }

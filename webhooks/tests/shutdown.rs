@@ -1,6 +1,7 @@
-//! SIGTERM and SIGINT on the built binary: readiness fails at once, the listener keeps
-//! accepting for `--shutdown-delay`, in-flight requests finish, keep-alive connections are
-//! closed, the process exits 0 within the grace period; a second signal exits at once.
+//! SIGTERM and SIGINT on the built binary: readiness fails at once, clients are asked to
+//! reconnect (`Connection: close` on HTTP/1.1 answers, GOAWAY on h2) while the listener keeps
+//! accepting for `--shutdown-delay`, in-flight requests finish, the process exits 0 within the
+//! grace period; a second signal exits at once.
 
 // Test code unwraps: a panic is a failed test with its location.
 #![allow(clippy::unwrap_used)]
@@ -100,7 +101,29 @@ async fn sigterm_drains_and_exits_zero() {
         "readiness failed after {took:?}"
     );
 
-    // Still accepting during the delay, for clients that have not seen the endpoint change.
+    // The h2 client gets a GOAWAY and its connection closes; the HTTP/1.1 client's next
+    // answer tells it to reconnect, and its connection closes after it.
+    let h2_end = tokio::time::timeout(Duration::from_secs(3), keepalive_h2_closed)
+        .await
+        .expect("the h2 connection is closed by its GOAWAY");
+    assert!(h2_end.is_ok(), "{h2_end:?}");
+    let answer = keepalive_h1
+        .send_request(request("/validate", http::Version::HTTP_11))
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    assert_eq!(
+        answer.headers().get(http::header::CONNECTION).unwrap(),
+        "close"
+    );
+    tokio::time::timeout(Duration::from_secs(3), keepalive_h1_closed)
+        .await
+        .expect("the HTTP/1.1 connection is closed after its answer")
+        .unwrap()
+        .unwrap();
+
+    // Still accepting during the delay, for clients that reconnect and for those that have
+    // not seen the endpoint change.
     let answer = post(process.secure, &h1, "/validate", support::valid_review())
         .await
         .unwrap();
@@ -110,23 +133,13 @@ async fn sigterm_drains_and_exits_zero() {
         "the request during the delay was sent too late to prove anything"
     );
 
-    // After the delay the listener closes...
+    // After the delay the listener closes.
     let deadline = Instant::now() + Duration::from_secs(5);
     while tokio::net::TcpStream::connect(process.secure).await.is_ok() {
         assert!(Instant::now() < deadline, "still accepting after the delay");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(signalled.elapsed() >= Duration::from_millis(1900));
-    // ... and idle keep-alive connections are closed.
-    tokio::time::timeout(Duration::from_secs(3), keepalive_h1_closed)
-        .await
-        .expect("the idle HTTP/1.1 keep-alive connection is closed")
-        .unwrap()
-        .unwrap();
-    let h2_end = tokio::time::timeout(Duration::from_secs(3), keepalive_h2_closed)
-        .await
-        .expect("the idle h2 connection is closed");
-    assert!(h2_end.is_ok(), "{h2_end:?}");
     assert!(
         process.running(),
         "the in-flight request is still being waited for"
@@ -149,6 +162,7 @@ async fn sigterm_drains_and_exits_zero() {
     assert!(read.is_ok(), "the connection was closed after the answer");
     let text = String::from_utf8_lossy(&raw);
     assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
+    assert!(text.contains("\r\nconnection: close\r\n"), "{text}");
     assert!(text.contains("\"allowed\":true"), "{text}");
 
     let code = process.wait_exit(Duration::from_secs(5)).await;

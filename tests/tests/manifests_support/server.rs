@@ -25,7 +25,10 @@ const FLAGS: &[(&str, Option<&str>)] = &[
     ("enforcement-action", Some("deny")),
     ("max-request-bytes", Some("7340032")),
     ("log-format", Some("text")),
+    ("header-read-timeout", Some("10s")),
+    ("request-timeout", Some("10s")),
     ("shutdown-delay", Some("5s")),
+    ("shutdown-timeout", Some("20s")),
 ];
 
 const BOOLEAN_FLAGS: &[&str] = &["authz-deny-on-mismatch"];
@@ -41,8 +44,10 @@ pub(crate) const LIVENESS_PATH: &str = "/healthz";
 /// Readiness route on the health port.
 pub(crate) const READINESS_PATH: &str = "/readyz";
 
-/// After the shutdown delay, the server drains in-flight requests for up to this long.
-pub(crate) const DRAIN: Duration = Duration::from_secs(20);
+/// From an endpoint's removal to the last load balancer that stops sending it new
+/// connections: the EndpointSlice controller, kube-proxy's next sync, the apiserver's own
+/// endpoint resolution.
+pub(crate) const PROPAGATION: Duration = Duration::from_secs(5);
 
 /// The effective configuration of one container running the server.
 pub(crate) struct ServerFlags {

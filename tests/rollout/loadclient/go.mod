@@ -1,0 +1,3 @@
+module volume-health.example/rollout/loadclient
+
+go 1.26.0
