@@ -44,10 +44,8 @@ use serde_json::value::RawValue;
 use volume_health_validation::{ConditionIdentity, HealthResource, RestrictionPolicy, UserInfo};
 
 mod input;
-mod json;
 mod object;
 mod report;
-mod yaml;
 
 pub use input::{Format, InputError, Located, PathError, Position, Source, sources};
 pub use object::{Decision, Denial, decide};
@@ -163,7 +161,7 @@ impl<W: Write> Checker<W> {
     }
 
     /// Reads old objects from `reader` (JSON or YAML), reported as from `name`.
-    pub fn load_old_reader(&mut self, name: &str, reader: impl Read) -> bool {
+    pub fn load_old_reader(&mut self, name: &str, reader: impl Read + Send) -> bool {
         self.progress.start(None);
         let old = &mut self.old;
         let spec = self.options.user.is_some();
@@ -181,7 +179,7 @@ impl<W: Write> Checker<W> {
 
     /// Checks every object read from `reader` (JSON or YAML, told apart by the first byte),
     /// reported as from `name`.
-    pub fn check_reader(&mut self, name: &str, reader: impl Read) -> bool {
+    pub fn check_reader(&mut self, name: &str, reader: impl Read + Send) -> bool {
         self.progress.start(None);
         let result = input::read(reader, None, &mut |located| self.check_one(name, located));
         self.done(name, result)
@@ -325,7 +323,7 @@ fn identify<'a>(
 fn not_an_object(located: &Located<'_>, err: &serde_json::Error) -> InputError {
     InputError::Syntax {
         position: located.position,
-        message: format!("not a Kubernetes object: {}", json::without_position(err)),
+        message: format!("not a Kubernetes object: {}", input::json::without_position(err)),
     }
 }
 
