@@ -33,6 +33,9 @@ type Sink<'s> = &'s mut dyn FnMut(Located<'_>) -> Result<(), InputError>;
 /// could not be checked anyway.
 pub(crate) const MAX_DEPTH: usize = 128;
 
+/// The parser thread's stack (address space; only what is used is memory).
+const PARSER_STACK: usize = 64 << 20;
+
 /// Objects read ahead of the checks.
 const QUEUE: usize = 4;
 
@@ -57,7 +60,13 @@ pub(crate) fn read<R: Read + Send>(reader: R, sink: Sink<'_>) -> Result<(), Inpu
             reader,
             consumed: Arc::clone(&consumed),
         };
-        let parser = scope.spawn(move || parse(counted, tx, consumed));
+        // Nesting is bounded by MAX_DEPTH, but each level is several frames of the parser's
+        // and the visitors' (large ones in a debug build): a stack of its own, of room for all.
+        let parser = std::thread::Builder::new()
+            .name("yaml".to_owned())
+            .stack_size(PARSER_STACK)
+            .spawn_scoped(scope, move || parse(counted, tx, consumed))
+            .map_err(InputError::Read)?;
         let mut result = Ok(());
         for message in rx.iter() {
             let outcome = match message {
@@ -113,6 +122,9 @@ fn options() -> serde_saphyr::Options {
     options.merge_keys = MergeKeyPolicy::Error;
     options.non_finite_float_policy = NonFiniteFloatPolicy::PassThrough;
     options.ignore_binary_tag_for_string = true;
+    // YAML 1.1 scalars, as kubectl's YAML reader takes them: `0755` is octal, `yes` and `y`
+    // are true.
+    options.legacy_octal_numbers = true;
     options.with_snippet = false;
     options
 }
@@ -141,9 +153,7 @@ fn parse<R: Read>(mut reader: R, tx: SyncSender<Message>, consumed: Arc<AtomicU6
             document: 0,
         })
     });
-    for result in
-        serde_saphyr::read_with_options::<_, Spanned<Document>>(&mut reader, options())
-    {
+    for result in serde_saphyr::read_with_options::<_, Spanned<Document>>(&mut reader, options()) {
         let message = match result {
             Ok(Spanned {
                 value: Document(None),
@@ -171,7 +181,9 @@ fn parse<R: Read>(mut reader: R, tx: SyncSender<Message>, consumed: Arc<AtomicU6
 /// Where an object or an error is, in the document being read.
 fn position(line: u64, column: u64) -> Position {
     Position {
-        document: OUT.with_borrow(|out| out.as_ref().map_or(0, |out| out.document)),
+        document: OUT
+            .with_borrow(|out| out.as_ref().map_or(0, |out| out.document))
+            .max(1),
         line: line.max(1),
         column: column.max(1),
     }
@@ -186,22 +198,33 @@ fn offset() -> u64 {
 
 /// The parser's error, placed in the input.
 fn error(err: &serde_saphyr::Error) -> InputError {
-    let (line, column) = err
-        .location()
-        .map_or((1, 1), |l| (l.line(), l.column()));
+    let (line, column) = err.location().map_or((1, 1), |l| (l.line(), l.column()));
     let mut message = err.without_snippet().to_string();
     // The position is reported on its own.
     if let Some(i) = message.rfind(" at line ") {
         message.truncate(i);
     }
-    let lowered = message.to_ascii_lowercase();
-    let message = if lowered.contains("alias") || lowered.contains("anchor") {
-        format!(
-            "{message}: YAML anchors and aliases are not read (kubectl never writes them; one \
-             alias can stand for any amount of data): write the values out"
-        )
-    } else if lowered.contains("merge") {
-        format!("{message}: YAML merge keys (`<<`) are not read: write the members out")
+    // The parser's words for its budgets are about its options; these are about the input.
+    let message = if message.contains("Anchors {") || message.contains("Aliases {") {
+        "YAML anchors and aliases are not read (kubectl never writes them, and one alias can \
+         stand for any amount of data): write the values out"
+            .to_owned()
+    } else if message.contains("Depth {") || message.contains("recursion limit") {
+        format!("nested more than {MAX_DEPTH} levels deep")
+    } else if message.contains("merge key") {
+        "YAML merge keys (`<<`) are not read: write the members out".to_owned()
+    } else if let Some(rest) = message.strip_prefix("duplicate mapping key: ") {
+        let key = rest
+            .split(", set DuplicateKeyPolicy")
+            .next()
+            .unwrap_or(rest);
+        super::list::duplicate(key)
+    } else if let serde_saphyr::Error::IOError { cause } = err {
+        if cause.kind() == io::ErrorKind::InvalidData {
+            "stream did not contain valid UTF-8".to_owned()
+        } else {
+            cause.to_string()
+        }
     } else {
         message
     };
@@ -264,10 +287,10 @@ impl<'de> Visitor<'de> for DocumentVisitor {
                 out: &mut out,
                 list,
             })?;
-            if key == "kind" {
-                if let Ok(kind) = serde_json::from_slice::<String>(&out[start..]) {
-                    envelope.kind(&kind).map_err(de::Error::custom)?;
-                }
+            if key == "kind"
+                && let Ok(kind) = serde_json::from_slice::<String>(&out[start..])
+            {
+                envelope.kind(&kind).map_err(de::Error::custom)?;
             }
         }
         if envelope.is_list() {
@@ -288,7 +311,11 @@ impl<'de> Visitor<'de> for DocumentVisitor {
 /// Sends every entry of a list as an object of its own.
 fn stream<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<(), A::Error> {
     while let Some(item) = seq.next_element::<Spanned<Item>>()? {
-        send(item.value.0, item.referenced.line(), item.referenced.column())?;
+        send(
+            item.value.0,
+            item.referenced.line(),
+            item.referenced.column(),
+        )?;
     }
     Ok(())
 }
@@ -324,6 +351,9 @@ impl<'de> DeserializeSeed<'de> for Json<'_> {
 }
 
 fn write_string(out: &mut Vec<u8>, text: &str) {
+    // Room for the common case of no escapes: a long scalar then costs its length once more,
+    // not the doubling of a growing buffer.
+    out.reserve(text.len() + 2);
     // Writing to a Vec cannot fail, and a str is always serializable.
     let _ = serde_json::to_writer(out, text);
 }
@@ -563,7 +593,10 @@ mod tests {
         assert!(error.starts_with("document 2: line "), "{error}");
         let (_, error) = read_all("just a string\n");
         assert!(
-            error.as_deref().unwrap_or_default().starts_with("document 1: "),
+            error
+                .as_deref()
+                .unwrap_or_default()
+                .starts_with("document 1: "),
             "{error:?}"
         );
     }
