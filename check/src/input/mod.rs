@@ -19,7 +19,7 @@ pub struct Position {
     pub document: usize,
     /// The 1-based line.
     pub line: u64,
-    /// The 1-based column, in bytes.
+    /// The 1-based column: in bytes for JSON, in characters for YAML (as its parser counts).
     pub column: u64,
 }
 
