@@ -169,9 +169,9 @@ fn pod(node: usize, index: usize) -> Value {
         "qosClass": "Burstable",
         "startTime": "2026-11-02T08:13:58Z"
     });
-    if with_claim && (node * 10 + index) % 20 == 0 {
+    if with_claim && (node * 10 + index).is_multiple_of(20) {
         // One in 25 of the reports names a volume the pod does not have.
-        let volume = if (node * 10 + index) % 500 == 0 {
+        let volume = if (node * 10 + index).is_multiple_of(500) {
             "cache"
         } else {
             "data"
@@ -235,7 +235,7 @@ fn claim(node: usize, index: usize) -> Value {
         "capacity": {"storage": "20Gi"},
         "phase": "Bound"
     });
-    if (node * 6 + index) % 10 == 0 {
+    if (node * 6 + index).is_multiple_of(10) {
         status["healthStatus"] = json!({
             "healthConditions": [{"status": "Degraded", "reason": "IOPSThrottled", "message": "provisioned IOPS exceeded"}],
             "lastTransitionTime": "2026-11-02T09:00:00Z"
@@ -266,7 +266,7 @@ fn claim(node: usize, index: usize) -> Value {
 
 fn csinode(node: usize) -> Value {
     let mut status = json!({});
-    if node % 10 == 0 {
+    if node.is_multiple_of(10) {
         status["storageHealth"] = json!([{
             "name": "ebs.csi.aws.com",
             "healthConditions": [{"status": "StorageDegraded", "reason": "ThroughputLimited", "message": "instance EBS bandwidth saturated", "accessMode": "ReadWriteOnce", "volumeMode": "Filesystem", "lastTransitionTime": "2026-11-02T09:00:00Z"}]

@@ -44,14 +44,12 @@ use serde_json::value::RawValue;
 use volume_health_validation::{ConditionIdentity, HealthResource, RestrictionPolicy, UserInfo};
 
 mod input;
-mod json;
 mod object;
 mod report;
-mod yaml;
 
 pub use input::{Format, InputError, Located, PathError, Position, Source, sources};
 pub use object::{Decision, Denial, decide};
-pub use report::{Checked, Failure, OutputFormat, Reporter, Summary};
+pub use report::{Checked, Failure, OutputFormat, Reporter, Skipped, Summary};
 
 use object::Header;
 
@@ -120,6 +118,9 @@ pub struct Checker<W> {
     reporter: Reporter<W>,
     summary: Summary,
     failures: Vec<Failure>,
+    /// The input being checked: what was skipped of it.
+    input: Skipped,
+    skipped: Vec<Skipped>,
     progress: Progress,
 }
 
@@ -144,6 +145,8 @@ impl<W: Write> Checker<W> {
             reporter,
             summary: Summary::default(),
             failures: Vec::new(),
+            input: Skipped::default(),
+            skipped: Vec::new(),
         }
     }
 
@@ -163,7 +166,7 @@ impl<W: Write> Checker<W> {
     }
 
     /// Reads old objects from `reader` (JSON or YAML), reported as from `name`.
-    pub fn load_old_reader(&mut self, name: &str, reader: impl Read) -> bool {
+    pub fn load_old_reader(&mut self, name: &str, reader: impl Read + Send) -> bool {
         self.progress.start(None);
         let old = &mut self.old;
         let spec = self.options.user.is_some();
@@ -175,24 +178,47 @@ impl<W: Write> Checker<W> {
     pub fn check_source(&mut self, source: &Source) -> bool {
         let name = source.name();
         self.progress.start(source.size());
+        self.start_input(&name);
         let result = input::read_source(source, &mut |located| self.check_one(&name, located));
-        self.done(&name, result)
+        self.end_input(&name, result)
     }
 
     /// Checks every object read from `reader` (JSON or YAML, told apart by the first byte),
     /// reported as from `name`.
-    pub fn check_reader(&mut self, name: &str, reader: impl Read) -> bool {
+    pub fn check_reader(&mut self, name: &str, reader: impl Read + Send) -> bool {
         self.progress.start(None);
+        self.start_input(name);
         let result = input::read(reader, None, &mut |located| self.check_one(name, located));
-        self.done(name, result)
+        self.end_input(name, result)
+    }
+
+    fn start_input(&mut self, name: &str) {
+        self.input = Skipped {
+            file: name.to_owned(),
+            ..Skipped::default()
+        };
+    }
+
+    /// Ends an input: its failure if any, and what was skipped of it.
+    fn end_input(&mut self, name: &str, result: Result<(), InputError>) -> bool {
+        let read = self.done(name, result);
+        let input = std::mem::take(&mut self.input);
+        if !input.kinds.is_empty() || (read && input.is_notable()) {
+            self.skipped.push(input);
+        }
+        read
     }
 
     fn check_one(&mut self, file: &str, located: Located<'_>) -> Result<(), InputError> {
         self.progress.update(located.offset);
-        let Some((resource, header)) = identify(&located, self.options.user.is_some())? else {
+        let header = Header::parse(located.raw, self.options.user.is_some())
+            .map_err(|err| not_an_object(&located, &err))?;
+        let Some(resource) = header.resource() else {
             self.summary.skipped += 1;
+            self.input.count(header.label());
             return Ok(());
         };
+        self.input.checked += 1;
         let paired = self.old.get(&key(resource, &header));
         let plain = self.options.user.is_none()
             && !object::may_carry_field(resource, located.raw)
@@ -261,6 +287,11 @@ impl<W: Write> Checker<W> {
         &self.failures
     }
 
+    /// The inputs checked so far that objects were skipped from, or that held no object.
+    pub fn skipped(&self) -> &[Skipped] {
+        &self.skipped
+    }
+
     /// The counts so far.
     pub fn summary(&self) -> &Summary {
         &self.summary
@@ -325,7 +356,10 @@ fn identify<'a>(
 fn not_an_object(located: &Located<'_>, err: &serde_json::Error) -> InputError {
     InputError::Syntax {
         position: located.position,
-        message: format!("not a Kubernetes object: {}", json::without_position(err)),
+        message: format!(
+            "not a Kubernetes object: {}",
+            input::json::without_position(err)
+        ),
     }
 }
 

@@ -118,6 +118,15 @@ impl<'a> Header<'a> {
             .find(|r| r.kind() == kind && r.group() == group)
     }
 
+    /// What the object is, as a report of skipped objects names it: `Kind (apiVersion)`.
+    pub(crate) fn label(&self) -> String {
+        match (self.kind.as_deref(), self.api_version.as_deref()) {
+            (Some(kind), Some(version)) => format!("{kind} ({version})"),
+            (Some(kind), None) => kind.to_owned(),
+            (None, _) => "object without a kind".to_owned(),
+        }
+    }
+
     pub(crate) fn name(&self) -> &str {
         self.metadata
             .as_ref()
@@ -243,10 +252,10 @@ pub fn decide(
 /// The object without the member at `pointer`, as the drop-on-save patch leaves it.
 fn remove(object: &RawValue, pointer: &str) -> Result<Box<RawValue>, serde_json::Error> {
     let mut value: serde_json::Value = serde_json::from_str(object.get())?;
-    if let Some((parent, member)) = pointer.rsplit_once('/') {
-        if let Some(parent) = value.pointer_mut(parent).and_then(|p| p.as_object_mut()) {
-            parent.remove(member);
-        }
+    if let Some((parent, member)) = pointer.rsplit_once('/')
+        && let Some(parent) = value.pointer_mut(parent).and_then(|p| p.as_object_mut())
+    {
+        parent.remove(member);
     }
     serde_json::value::to_raw_value(&value)
 }

@@ -51,16 +51,111 @@ pub struct Failure {
     pub message: String,
 }
 
+/// The file and message are escaped and shortened, as in the report.
 impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let file = Printable(&self.file, MAX_NAME);
+        let message = Printable(&self.message, MAX_MESSAGE);
         match self.position {
             Some(p) => write!(
                 f,
-                "{}: document {}: line {} column {}: {}",
-                self.file, p.document, p.line, p.column, self.message
+                "{file}: document {}: line {} column {}: {message}",
+                p.document, p.line, p.column
             ),
-            None => write!(f, "{}: {}", self.file, self.message),
+            None => write!(f, "{file}: {message}"),
         }
+    }
+}
+
+/// An input from which objects were skipped, or nothing was read at all.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Skipped {
+    /// The input (`-` for standard input).
+    pub file: String,
+    /// Objects of a checked kind read from it.
+    pub checked: u64,
+    /// The kinds skipped (`AdmissionReview (admission.k8s.io/v1)`) and how many of each, in
+    /// the order first seen; at most [`Skipped::KINDS`] of them.
+    pub kinds: Vec<(String, u64)>,
+    /// Objects of kinds past the first [`Skipped::KINDS`].
+    pub other: u64,
+}
+
+impl Skipped {
+    /// The kinds named one by one.
+    pub const KINDS: usize = 8;
+
+    /// Counts an object of `kind`, skipped.
+    pub(crate) fn count(&mut self, kind: String) {
+        if let Some((_, n)) = self.kinds.iter_mut().find(|(k, _)| *k == kind) {
+            *n += 1;
+        } else if self.kinds.len() < Self::KINDS {
+            self.kinds.push((kind, 1));
+        } else {
+            self.other += 1;
+        }
+    }
+
+    /// Whether there is anything to say: something skipped, or nothing read.
+    pub fn is_notable(&self) -> bool {
+        self.checked == 0 || !self.kinds.is_empty()
+    }
+}
+
+/// `deploy/app.yaml: skipped 2 Deployment (apps/v1), 1 Service (v1): not a Pod, ...`.
+impl fmt::Display for Skipped {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: ", Printable(&self.file, MAX_NAME))?;
+        if self.kinds.is_empty() {
+            return f.write_str("no object in it");
+        }
+        f.write_str(if self.checked == 0 {
+            "nothing checked, skipped "
+        } else {
+            "skipped "
+        })?;
+        for (i, (kind, n)) in self.kinds.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{n} {}", Printable(kind, MAX_NAME))?;
+        }
+        if self.other > 0 {
+            write!(f, ", {} of other kinds", self.other)?;
+        }
+        f.write_str(": only Pods, PersistentVolumeClaims and CSINodes (storage.k8s.io) are checked")
+    }
+}
+
+/// Longest name, namespace or file name printed whole, in characters.
+pub(crate) const MAX_NAME: usize = 256;
+
+/// Longest message printed whole, in characters.
+const MAX_MESSAGE: usize = 2048;
+
+/// Most errors printed for one object; the rest are counted (`-o json` has them all).
+const MAX_ERRORS: usize = 32;
+
+/// Text from the input, fit for a terminal: every control character (and the Unicode line and
+/// paragraph separators) escaped as `\u{1b}`, as the webhook escapes its logs, so that no
+/// escape sequence reaches the terminal and no line can be forged; cut after `.1` characters
+/// with a count of what was left out.
+pub(crate) struct Printable<'a>(pub(crate) &'a str, pub(crate) usize);
+
+impl fmt::Display for Printable<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Printable(text, max) = *self;
+        for (written, (at, c)) in text.char_indices().enumerate() {
+            if written >= max {
+                return write!(f, "...[{} more bytes]", text.len() - at);
+            }
+            if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') {
+                write!(f, "{}", c.escape_unicode())?;
+            } else {
+                fmt::Write::write_char(f, c)?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -206,14 +301,26 @@ impl<W: Write> Reporter<W> {
             writeln!(
                 self.out,
                 "{bold}{reference}{reset}: {red}{}{reset}",
-                denial.message
+                Printable(&denial.message, MAX_MESSAGE)
             )?;
         }
-        for error in &denial.errors {
+        for error in denial.errors.iter().take(MAX_ERRORS) {
             writeln!(
                 self.out,
                 "{bold}{reference}{reset}: {}: {red}{}{reset}",
-                error.field, error.kind
+                Printable(&error.field, MAX_MESSAGE),
+                Printable(&error.kind.to_string(), MAX_MESSAGE)
+            )?;
+        }
+        if let Some(more) = denial
+            .errors
+            .len()
+            .checked_sub(MAX_ERRORS)
+            .filter(|n| *n > 0)
+        {
+            writeln!(
+                self.out,
+                "{bold}{reference}{reset}: {red}{more} more errors{reset} (-o json lists them all)"
             )?;
         }
         Ok(())
@@ -259,7 +366,7 @@ impl<W: Write> Reporter<W> {
     }
 }
 
-/// `Kind/namespace/name`, or `Kind/name` without a namespace.
+/// `Kind/namespace/name`, or `Kind/name` without a namespace; the names printable.
 struct Reference<'a>(&'a Checked<'a>);
 
 impl fmt::Display for Reference<'_> {
@@ -267,9 +374,9 @@ impl fmt::Display for Reference<'_> {
         let checked = self.0;
         f.write_str(checked.resource.kind())?;
         if let Some(namespace) = checked.namespace {
-            write!(f, "/{namespace}")?;
+            write!(f, "/{}", Printable(namespace, MAX_NAME))?;
         }
-        write!(f, "/{}", checked.name)
+        write!(f, "/{}", Printable(checked.name, MAX_NAME))
     }
 }
 

@@ -278,7 +278,7 @@ fn every_json_form() {
         ("a List", format!(r#"{{"apiVersion": "v1", "items": [{good}, {bad}], "kind": "List"}}"#), 2, 1),
         ("a PodList", format!(r#"{{"kind": "PodList", "apiVersion": "v1", "items": [{bad}, {bad}]}}"#), 2, 2),
         ("an array", format!("[{good}, {bad}]"), 2, 1),
-        ("YAML", "apiVersion: v1\nkind: Pod\nmetadata: {name: y}\nstatus:\n  volumeHealth:\n  - name: data\n".to_owned(), 1, 1),
+        ("YAML", "apiVersion: v1\nkind: Pod\nmetadata: {name: why}\nstatus:\n  volumeHealth:\n  - name: data\n".to_owned(), 1, 1),
         ("nothing", "\n".to_owned(), 0, 0),
     ];
     for (name, input, objects, invalid) in cases {

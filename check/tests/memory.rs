@@ -47,7 +47,7 @@ impl Dump {
         }
         // One pod in ten reports volume health, one in a thousand of those wrongly.
         let health = match n % 10 {
-            0 if n % 10_000 == 0 => r#", "volumeHealth": [{"name": "cache"}]"#,
+            0 if n.is_multiple_of(10_000) => r#", "volumeHealth": [{"name": "cache"}]"#,
             0 => {
                 r#", "volumeHealth": [{"name": "data", "healthConditions": [{"status": "Degraded", "reason": "IOPSThrottled"}]}]"#
             }

@@ -132,6 +132,9 @@ impl CheckArgs {
         for failure in checker.failures() {
             eprintln!("error: {failure}");
         }
+        for skipped in checker.skipped() {
+            eprintln!("note: {skipped}");
+        }
         let outcome = checker.outcome();
         let summary = checker.summary();
         if summary.objects == 0 && summary.failed_inputs == 0 {

@@ -221,6 +221,36 @@ fn standard_input_and_exit_codes() {
             "{input:?}: {stderr}"
         );
     }
+    // What was skipped is named, with why.
+    let (code, _, stderr) = run(
+        bin().arg("check"),
+        "{\"apiVersion\": \"v1\", \"kind\": \"ConfigMap\", \"metadata\": {\"name\": \"c\"}}",
+    );
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("note: -: nothing checked, skipped 1 ConfigMap (v1): only Pods, PersistentVolumeClaims and CSINodes (storage.k8s.io) are checked\n"),
+        "{stderr}"
+    );
+    let (_, _, stderr) = run(bin().arg("check"), "");
+    assert!(stderr.contains("note: -: no object in it\n"), "{stderr}");
+    // The examples are AdmissionReviews and SubjectAccessReviews: each file is named.
+    let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples");
+    let (code, _, stderr) = run(bin().args(["check", examples]), "");
+    assert_eq!(code, 2, "{stderr}");
+    let mut named = 0;
+    for entry in std::fs::read_dir(examples).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "json") {
+            let line = format!("note: {}: nothing checked, skipped ", path.display());
+            assert!(stderr.contains(&line), "{line}\n{stderr}");
+            named += 1;
+        }
+    }
+    assert!(named > 3);
+    assert!(
+        stderr.contains(" AdmissionReview (admission.k8s.io/v1)"),
+        "{stderr}"
+    );
     // 2: bad usage.
     let (code, _, stderr) = run(bin().args(["check", "--as-group", "system:nodes"]), "");
     assert_eq!(code, 2, "{stderr}");

@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::value::RawValue;
 
-use crate::json;
+pub(crate) mod json;
+mod list;
+mod yaml;
 
 /// Where an object, or a syntax error, starts in its input.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -17,7 +19,7 @@ pub struct Position {
     pub document: usize,
     /// The 1-based line.
     pub line: u64,
-    /// The 1-based column, in bytes.
+    /// The 1-based column: in bytes for JSON, in characters for YAML (as its parser counts).
     pub column: u64,
 }
 
@@ -157,7 +159,7 @@ pub(crate) fn read_source(
     sink: &mut dyn FnMut(Located<'_>) -> Result<(), InputError>,
 ) -> Result<(), InputError> {
     match source {
-        Source::Stdin => read(io::stdin().lock(), None, sink),
+        Source::Stdin => read(io::stdin(), None, sink),
         Source::File(path) => {
             let file = File::open(path).map_err(InputError::Read)?;
             read(file, format_of(path), sink)
@@ -168,20 +170,32 @@ pub(crate) fn read_source(
 /// Reads objects from `reader`, JSON or YAML as `format` says; without a format, JSON when the
 /// first byte that is not white space opens an object or an array (JSON is also YAML, but the
 /// JSON reader streams a list's items and reports JSON's own errors).
-pub(crate) fn read<R: Read>(
+pub(crate) fn read<R: Read + Send>(
     reader: R,
     format: Option<Format>,
     sink: &mut dyn FnMut(Located<'_>) -> Result<(), InputError>,
 ) -> Result<(), InputError> {
     let mut reader = BufReader::with_capacity(1 << 16, reader);
+    skip_bom(&mut reader).map_err(InputError::Read)?;
     let format = match format {
         Some(format) => format,
         None => sniff(&mut reader).map_err(InputError::Read)?,
     };
     match format {
         Format::Json => json::read(reader, sink),
-        Format::Yaml => crate::yaml::read(reader, sink),
+        Format::Yaml => yaml::read(reader, sink),
     }
+}
+
+/// Drops a UTF-8 byte order mark before the content, as kubectl does (editors on Windows
+/// write one); positions count from after it.
+fn skip_bom<R: Read>(reader: &mut BufReader<R>) -> io::Result<()> {
+    const BOM: &[u8] = b"\xef\xbb\xbf";
+    reader.fill_buf()?;
+    if reader.buffer().starts_with(BOM) {
+        reader.consume(BOM.len());
+    }
+    Ok(())
 }
 
 /// Looks at the start of the input, without consuming it (positions count from its start).

@@ -6,13 +6,18 @@
 //! `items` at a time from the buffer (which gives each its fast, borrowing slice parser and its
 //! own line and column for errors). Processed bytes are dropped from the front of the buffer, so
 //! memory stays bounded by the largest single element plus one chunk.
+//!
+//! The bytes between values (white space, `:`, `,`, brackets) are JSON's own grammar, read
+//! here; every value, member name included, is parsed by serde_json. Whether a document is a
+//! list is [`Envelope`]'s rule, shared with YAML, and no object may name a member twice.
 
 use std::borrow::Cow;
 use std::io::Read;
 
 use serde_json::value::RawValue;
 
-use crate::input::{InputError, Located, Position};
+use super::list::{Envelope, duplicate};
+use super::{InputError, Located, Position};
 
 /// Bytes read at once; also the least a retry after a cut-off value waits for.
 const CHUNK: usize = 1 << 20;
@@ -99,17 +104,18 @@ impl<R: Read> Stream<R> {
     }
 
     /// A top-level object: a list when it has an array `items` (as every `kind: List` and
-    /// `*List` has), else one object.
+    /// `*List` has), else one object; [`Envelope`] decides, as for YAML.
     fn object(&mut self, sink: Sink<'_>) -> Result<(), InputError> {
         let start = self.pos;
         let position = self.position_ahead(start);
         self.pos += 1;
-        let mut list = false;
+        let mut envelope = Envelope::default();
         if self.open(b'}', "a member name or `}`")? {
             loop {
                 if self.skip_whitespace()? != Some(b'"') {
                     return Err(self.error_at(self.pos, "expected a member name".to_owned()));
                 }
+                let at = self.pos;
                 let mut key = String::new();
                 self.value(&mut |member| {
                     // A string, so this cannot fail.
@@ -118,14 +124,34 @@ impl<R: Read> Stream<R> {
                         .unwrap_or_default();
                     Ok(())
                 })?;
+                envelope
+                    .member(&key)
+                    .map_err(|message| self.error_at(at, message))?;
                 if self.skip_whitespace()? != Some(b':') {
                     return Err(self.error_at(self.pos, "expected `:`".to_owned()));
                 }
                 self.pos += 1;
-                if !list && key == "items" && self.skip_whitespace()? == Some(b'[') {
-                    list = true;
+                self.skip_whitespace()?;
+                let at = self.pos;
+                if key == "items" && self.skip_whitespace()? == Some(b'[') {
+                    envelope
+                        .stream_items()
+                        .map_err(|message| self.error_at(at, message))?;
                     self.pos += 1;
                     self.items(sink)?;
+                } else if key == "kind" {
+                    let mut kind = None;
+                    self.value(&mut |member| {
+                        kind = serde_json::from_str::<Cow<'_, str>>(member.raw.get())
+                            .map(Cow::into_owned)
+                            .ok();
+                        Ok(())
+                    })?;
+                    if let Some(kind) = kind {
+                        envelope
+                            .kind(&kind)
+                            .map_err(|message| self.error_at(at, message))?;
+                    }
                 } else {
                     self.value(&mut |_| Ok(()))?;
                 }
@@ -141,7 +167,7 @@ impl<R: Read> Stream<R> {
                 }
             }
         }
-        if list {
+        if envelope.is_list() {
             return Ok(());
         }
         // One object. Only lists compact the buffer, so its text is still all there.
@@ -149,6 +175,7 @@ impl<R: Read> Stream<R> {
             Ok(raw) => raw,
             Err(err) => return Err(self.serde_error(start, &err)),
         };
+        refuse_duplicates(raw).map_err(|err| self.serde_error(start, &err))?;
         sink(Located {
             raw,
             position,
@@ -163,7 +190,18 @@ impl<R: Read> Stream<R> {
         }
         loop {
             self.compact();
-            self.value(sink)?;
+            let start = self.pos;
+            let mut duplicate = None;
+            self.value(&mut |located| match refuse_duplicates(located.raw) {
+                Ok(()) => sink(located),
+                Err(err) => {
+                    duplicate = Some(err);
+                    Ok(())
+                }
+            })?;
+            if let Some(err) = duplicate {
+                return Err(self.serde_error(start, &err));
+            }
             match self.skip_whitespace()? {
                 Some(b',') => self.pos += 1,
                 Some(b']') => {
@@ -344,6 +382,82 @@ fn advance(line: u64, column: u64, bytes: &[u8]) -> (u64, u64) {
         ),
     }
 }
+
+/// Fails on the first member given twice in any object of `raw`, at any depth (serde_json
+/// keeps the last of them, strict decoding refuses them; YAML's parser refuses them too).
+/// Keys are compared as decoded, so `"kin\u0064"` is `"kind"`.
+pub(crate) fn refuse_duplicates(raw: &RawValue) -> Result<(), serde_json::Error> {
+    serde_json::from_str::<Unique>(raw.get()).map(|_| ())
+}
+
+/// Any JSON value whose objects have no member twice.
+struct Unique;
+
+/// Objects with more members than this keep their names in a set rather than a list.
+const FEW_MEMBERS: usize = 16;
+
+impl<'de> serde::Deserialize<'de> for Unique {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(UniqueVisitor)
+    }
+}
+
+struct UniqueVisitor;
+
+impl<'de> serde::de::Visitor<'de> for UniqueVisitor {
+    type Value = Unique;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Unique, E> {
+        Ok(Unique)
+    }
+    fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Unique, E> {
+        Ok(Unique)
+    }
+    fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Unique, E> {
+        Ok(Unique)
+    }
+    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Unique, E> {
+        Ok(Unique)
+    }
+    fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<Unique, E> {
+        Ok(Unique)
+    }
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Unique, E> {
+        Ok(Unique)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Unique, A::Error> {
+        while seq.next_element::<Unique>()?.is_some() {}
+        Ok(Unique)
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Unique, A::Error> {
+        let mut few: Vec<Cow<'de, str>> = Vec::new();
+        let mut many: std::collections::HashSet<Cow<'de, str>> = Default::default();
+        while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
+            if few.contains(&key) || many.contains(&key) {
+                return Err(serde::de::Error::custom(duplicate(&key)));
+            }
+            map.next_value::<Unique>()?;
+            if many.is_empty() && few.len() < FEW_MEMBERS {
+                few.push(key);
+            } else {
+                many.extend(few.drain(..));
+                many.insert(key);
+            }
+        }
+        Ok(Unique)
+    }
+}
+
+/// A member name, borrowed unless it has escapes.
+#[derive(serde::Deserialize)]
+#[serde(transparent)]
+struct Key<'a>(#[serde(borrow)] Cow<'a, str>);
 
 /// serde_json's message without its trailing ` at line L column C`.
 pub(crate) fn without_position(err: &serde_json::Error) -> String {
