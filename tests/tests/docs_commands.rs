@@ -26,7 +26,7 @@ mod docs_support;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -150,6 +150,43 @@ fn make_run_flags() -> Vec<String> {
         .collect()
 }
 
+/// The release binary run as `make run ARGS=...` runs it, on free ports, in a directory of its
+/// own (each writes its CA to `target/dev/ca.crt` there).
+struct MakeRun {
+    _process: Background,
+    secure: u16,
+    health: u16,
+    ca: PathBuf,
+}
+
+impl MakeRun {
+    fn start(webhook: &Path, sandbox: &Sandbox, args: &str) -> MakeRun {
+        let dir = sandbox.path().join(format!("make-run-{}", args.len()));
+        fs::create_dir_all(dir.join("target/dev")).unwrap();
+        let (secure, health) = (free_port().unwrap(), free_port().unwrap());
+        let process = Background(
+            Command::new(webhook)
+                .arg("serve")
+                .args(make_run_flags())
+                .args(args.split_whitespace())
+                .args(["--secure-port", &secure.to_string()])
+                .args(["--health-port", &health.to_string()])
+                .current_dir(&dir)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        wait_for(&format!("http://localhost:{health}/readyz"), &[]);
+        MakeRun {
+            _process: process,
+            secure,
+            health,
+            ca: dir.join("target/dev/ca.crt"),
+        }
+    }
+}
+
 /// `expected` (the output a page shows, `...` for what varies) matches `actual`: its pieces
 /// between the `...` appear in it in order.
 fn shown_output_matches(expected: &str, actual: &str) -> bool {
@@ -223,6 +260,7 @@ fn rollout_history(runner: &Runner) {
         selector["matchLabels"]["pod-template-hash"] = json!(hash);
         list.push(json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
             "metadata": {"name": format!("volume-health-webhook-{hash}"), "namespace": "volume-health",
+                "labels": template["metadata"]["labels"],
                 "annotations": {"deployment.kubernetes.io/revision": revision},
                 "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment",
                     "name": "volume-health-webhook", "uid": deployment["metadata"]["uid"],
@@ -284,22 +322,10 @@ async fn every_command_runs_as_the_docs_give_it() {
     cluster.client(Identity::Admin).await.unwrap();
     let kubeconfig = cluster.dir().join("kubeconfig-admin.json");
 
-    // `make run`'s server, on free ports; it writes its CA where the Makefile says.
-    fs::create_dir_all(sandbox.path().join("target/dev")).unwrap();
-    let (secure, health) = (free_port().unwrap(), free_port().unwrap());
-    let server = Background(
-        Command::new(&webhook)
-            .arg("serve")
-            .args(make_run_flags())
-            .args(["--secure-port", &secure.to_string()])
-            .args(["--health-port", &health.to_string()])
-            .current_dir(sandbox.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    wait_for(&format!("http://localhost:{health}/readyz"), &[]);
+    // `make run`'s server, and one for each `make run ARGS='...'` the prose asks for.
+    let mut servers: BTreeMap<String, MakeRun> = BTreeMap::new();
+    servers.insert(String::new(), MakeRun::start(&webhook, &sandbox, ""));
+    let health = servers[""].health;
 
     let mut path = OsString::from(&path_dir);
     path.push(":");
@@ -383,9 +409,28 @@ async fn every_command_runs_as_the_docs_give_it() {
                 );
             }
             Class::Curl => {
+                // The paragraph just above the block says how the server runs.
+                let args = command
+                    .intro
+                    .trim_end()
+                    .rsplit("\n\n")
+                    .next()
+                    .unwrap_or_default()
+                    .split("make run ARGS='")
+                    .nth(1)
+                    .and_then(|rest| rest.split('\'').next())
+                    .unwrap_or_default()
+                    .to_owned();
+                let server = servers
+                    .entry(args.clone())
+                    .or_insert_with(|| MakeRun::start(&webhook, &sandbox, &args));
                 let script = f
-                    .replace("localhost:8443", &format!("localhost:{secure}"))
-                    .replace("localhost:8080", &format!("localhost:{health}"));
+                    .replace("localhost:8443", &format!("localhost:{}", server.secure))
+                    .replace("localhost:8080", &format!("localhost:{}", server.health))
+                    .replace(
+                        "--cacert target/dev/ca.crt",
+                        &format!("--cacert {}", server.ca.display()),
+                    );
                 let printed = runner.ok(
                     command,
                     &format!("curl -sS --fail-with-body {}", &script[5..]),
@@ -405,7 +450,7 @@ async fn every_command_runs_as_the_docs_give_it() {
         }
         *exercised.entry(*class).or_default() += 1;
     }
-    drop(server);
+    drop(servers);
     for class in [
         Class::Kustomize,
         Class::ApplyFile,
@@ -430,11 +475,12 @@ async fn every_command_runs_as_the_docs_give_it() {
 fn kubectl(runner: &Runner, command: &DocCommand) {
     let f = command.flat.as_str();
     if f.contains(" auth can-i ") {
-        // `no` exits 1: the answer is what the page shows.
+        // `no` exits 1, and says why after ` - `: the answer is what the page shows.
         let out = runner.run(f);
-        let answer = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let answer = stdout.split_whitespace().next().unwrap_or_default();
         assert_eq!(
-            Some(answer.as_str()),
+            Some(answer),
             command.note.as_deref(),
             "{}: `{f}`\n{}",
             command.at(),
@@ -582,9 +628,23 @@ fn binary(runner: &Runner, command: &DocCommand) {
     // The doctor runs on a node: the example node tree is this one's host, given as the
     // DaemonSet gives it, so that the flags on the page still win.
     let script = if f.starts_with("csi-globalmount-doctor ") {
+        let mut host = "examples/node-tree".to_owned();
+        if f.contains(" --kubelet-root ") {
+            // A node whose kubelet root is elsewhere (k0s): the example tree, moved there.
+            let root = after(command, "--kubelet-root");
+            host = format!("node{}", root.replace('/', "-"));
+            runner.ok(
+                command,
+                &format!(
+                    "cp -R examples/node-tree {host} && mkdir -p {host}{parent} \
+                     && mv {host}/var/lib/kubelet {host}{root} \
+                     && sed -i 's#/var/lib/kubelet#{root}#g' {host}/mountinfo",
+                    parent = Path::new(root).parent().unwrap().display()
+                ),
+            );
+        }
         format!(
-            "CSI_GLOBALMOUNT_HOST_PREFIX=examples/node-tree \
-             CSI_GLOBALMOUNT_MOUNTINFO=examples/node-tree/mountinfo {}",
+            "CSI_GLOBALMOUNT_HOST_PREFIX={host} CSI_GLOBALMOUNT_MOUNTINFO={host}/mountinfo {}",
             command.script
         )
     } else {

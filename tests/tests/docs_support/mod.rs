@@ -13,7 +13,7 @@ use std::process::{Command, Output};
 /// The languages of the fenced blocks whose lines are commands.
 const SHELL: &[&str] = &["sh", "bash", "console", "shell", "shell-session", "zsh"];
 
-pub fn repository() -> PathBuf {
+pub(crate) fn repository() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("the tests crate lives inside the repository")
@@ -21,7 +21,7 @@ pub fn repository() -> PathBuf {
 }
 
 /// README.md and every page of docs/, with their names.
-pub fn pages() -> Vec<(String, String)> {
+pub(crate) fn pages() -> Vec<(String, String)> {
     let root = repository();
     let mut names = vec!["README.md".to_owned()];
     let mut docs: Vec<String> = fs::read_dir(root.join("docs"))
@@ -43,24 +43,27 @@ pub fn pages() -> Vec<(String, String)> {
 
 /// One command of a fenced shell block.
 #[derive(Clone, Debug)]
-pub struct DocCommand {
-    pub page: String,
+pub(crate) struct DocCommand {
+    pub(crate) page: String,
     /// 1-based line of its first line.
-    pub line: usize,
+    pub(crate) line: usize,
     /// As written (continuation lines, heredoc, subshell or loop body included), for bash.
-    pub script: String,
+    pub(crate) script: String,
     /// Comments removed, continuations joined: what the rules match.
-    pub flat: String,
+    pub(crate) flat: String,
     /// The comment at the end of its last line: an answer the page shows (`# yes`).
-    pub note: Option<String>,
+    pub(crate) note: Option<String>,
     /// Comment lines right below it: the output the page shows.
-    pub output: Vec<String>,
+    pub(crate) output: Vec<String>,
     /// Which fenced block of the page it is in.
-    pub block: usize,
+    pub(crate) block: usize,
+    /// The prose between the block before and this one, which may say how to run it
+    /// (`make run ARGS='...'`).
+    pub(crate) intro: String,
 }
 
 impl DocCommand {
-    pub fn at(&self) -> String {
+    pub(crate) fn at(&self) -> String {
         format!("{}:{}", self.page, self.line)
     }
 }
@@ -84,11 +87,12 @@ fn split_comment(line: &str) -> (&str, Option<&str>) {
 }
 
 /// Every command of every fenced shell block, in page order.
-pub fn commands() -> Vec<DocCommand> {
+pub(crate) fn commands() -> Vec<DocCommand> {
     let mut all = Vec::new();
     for (page, text) in pages() {
         let lines: Vec<&str> = text.lines().collect();
         let mut blocks = 0;
+        let mut prose_from = 0;
         let mut i = 0;
         while i < lines.len() {
             let fence = lines[i].trim_start();
@@ -96,6 +100,7 @@ pub fn commands() -> Vec<DocCommand> {
             let Some(lang) = fence.strip_prefix("```") else {
                 continue;
             };
+            let intro = lines[prose_from..i - 1].join("\n");
             let indent = lines[i - 1].len() - fence.len();
             let mut block = Vec::new();
             while i < lines.len() && !lines[i].trim_start().starts_with("```") {
@@ -106,9 +111,14 @@ pub fn commands() -> Vec<DocCommand> {
                 i += 1;
             }
             i += 1;
+            prose_from = i;
             if SHELL.contains(&lang.trim()) {
                 blocks += 1;
-                all.extend(block_commands(&page, blocks, &block));
+                let mut commands = block_commands(&page, blocks, &block);
+                for command in &mut commands {
+                    command.intro.clone_from(&intro);
+                }
+                all.extend(commands);
             }
         }
     }
@@ -178,6 +188,7 @@ fn block_commands(page: &str, index: usize, block: &[(usize, &str)]) -> Vec<DocC
             note: note.map(str::to_owned),
             output: Vec::new(),
             block: index,
+            intro: String::new(),
         });
         open = true;
     }
@@ -186,7 +197,7 @@ fn block_commands(page: &str, index: usize, block: &[(usize, &str)]) -> Vec<DocC
 
 /// How a command is exercised.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Class {
+pub(crate) enum Class {
     /// `kubectl apply -k`, `delete -k`: rendered with `kubectl kustomize` in the
     /// sandbox checkout (docs.rs); applied, or for `delete` dry-run on the server, against the
     /// apiserver (docs_commands.rs).
@@ -227,7 +238,7 @@ pub enum Class {
 }
 
 /// The rules, first match wins.
-pub const RULES: &[(Class, &str)] = &[
+pub(crate) const RULES: &[(Class, &str)] = &[
     (Class::Kustomize, "kubectl apply -k <dir>"),
     (Class::Kustomize, "kubectl delete -k <dir>"),
     (Class::ApplyFile, "kubectl apply -f <file>"),
@@ -260,7 +271,7 @@ pub const RULES: &[(Class, &str)] = &[
 ];
 
 /// The rule of `command`, or `None`.
-pub fn classify(command: &DocCommand) -> Option<(Class, &'static str)> {
+pub(crate) fn classify(command: &DocCommand) -> Option<(Class, &'static str)> {
     let f = command.flat.as_str();
     let words: Vec<&str> = f.split_whitespace().collect();
     let piped = f.contains(" | ");
@@ -345,7 +356,7 @@ pub fn classify(command: &DocCommand) -> Option<(Class, &'static str)> {
 
 /// Every command with its class; panics naming the page and line of each command no rule
 /// covers.
-pub fn classified() -> Vec<(DocCommand, Class)> {
+pub(crate) fn classified() -> Vec<(DocCommand, Class)> {
     let mut unclassified = Vec::new();
     let mut out = Vec::new();
     for command in commands() {
@@ -366,14 +377,14 @@ pub fn classified() -> Vec<(DocCommand, Class)> {
 /// A scratch checkout: the parts of the repository the commands read, copied, so that the
 /// commands run from its root as the docs say, and whatever they write stays out of the
 /// repository.
-pub struct Sandbox {
-    pub dir: tempfile::TempDir,
+pub(crate) struct Sandbox {
+    pub(crate) dir: tempfile::TempDir,
     /// Where the certificate subshells move the CA key.
-    pub safe: PathBuf,
+    pub(crate) safe: PathBuf,
 }
 
 impl Sandbox {
-    pub fn new() -> Sandbox {
+    pub(crate) fn new() -> Sandbox {
         let dir = tempfile::Builder::new()
             .prefix("volume-health-docs")
             .tempdir()
@@ -395,17 +406,17 @@ impl Sandbox {
         Sandbox { dir, safe }
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         self.dir.path()
     }
 
     /// Runs `script` with bash from the sandbox's root, with `set -o pipefail`.
-    pub fn bash(&self, script: &str, env: &[(&str, &str)]) -> Output {
+    pub(crate) fn bash(&self, script: &str, env: &[(&str, &str)]) -> Output {
         self.bash_in(self.path(), script, env)
     }
 
     /// Runs `script` with bash from `dir`, with `set -o pipefail`.
-    pub fn bash_in(&self, dir: &Path, script: &str, env: &[(&str, &str)]) -> Output {
+    pub(crate) fn bash_in(&self, dir: &Path, script: &str, env: &[(&str, &str)]) -> Output {
         let mut command = Command::new("bash");
         command
             .arg("-c")
@@ -419,20 +430,20 @@ impl Sandbox {
     }
 
     /// The temporary root of the control plane node the NodeInstall commands install into.
-    pub fn node_root(&self) -> PathBuf {
+    pub(crate) fn node_root(&self) -> PathBuf {
         self.path().join("node-root")
     }
 
     /// The directory on that node the docs copy `volume-health-authz/` and `manifests/authz/`
     /// to, where the commands of a block with a NodeInstall run.
-    pub fn node_home(&self) -> PathBuf {
+    pub(crate) fn node_home(&self) -> PathBuf {
         self.node_root().join("home")
     }
 
     /// Runs every Shell and NodeInstall command, in page order, as an operator following the
     /// docs would before the commands that use what they make; subshells also without
     /// SOMEWHERE_SAFE first. Returns the commands run.
-    pub fn run_setup(&self, all: &[(DocCommand, Class)]) -> Vec<DocCommand> {
+    pub(crate) fn run_setup(&self, all: &[(DocCommand, Class)]) -> Vec<DocCommand> {
         let mut ran = Vec::new();
         // A kubeadm node has the static pod directory already.
         fs::create_dir_all(self.node_root().join("etc/kubernetes/manifests")).expect("mkdir");
@@ -591,7 +602,7 @@ impl Sandbox {
 }
 
 /// Every path under `dir`, sorted.
-pub fn listing(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn listing(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(at) = stack.pop() {
@@ -608,7 +619,7 @@ pub fn listing(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// The objects of a YAML stream.
-pub fn objects(yaml: &str) -> Vec<serde_json::Value> {
+pub(crate) fn objects(yaml: &str) -> Vec<serde_json::Value> {
     use serde::Deserialize;
     serde_yaml::Deserializer::from_str(yaml)
         .map(|doc| serde_json::Value::deserialize(doc).expect("YAML"))
@@ -617,7 +628,7 @@ pub fn objects(yaml: &str) -> Vec<serde_json::Value> {
 }
 
 /// The argument of a command after `flag`.
-pub fn after<'a>(command: &'a DocCommand, flag: &str) -> &'a str {
+pub(crate) fn after<'a>(command: &'a DocCommand, flag: &str) -> &'a str {
     let words: Vec<&str> = command.flat.split_whitespace().collect();
     let at = words
         .iter()
