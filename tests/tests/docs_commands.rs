@@ -16,7 +16,13 @@
 //! - deletions run with `--dry-run=server`, so the commands after them still find the objects;
 //! - cert-manager's CA injector is played by a patch of the CA bundle;
 //! - `kubectl logs` and `port-forward` need a kubelet: the object must exist, and the process
-//!   they reach (the release binary, configured as that object configures it) runs locally.
+//!   they reach (the release binary, configured as that object configures it) runs locally;
+//! - the namespace the kustomize install labeled loses its Pod Security labels before the
+//!   `kubectl label` that follows `helm install --create-namespace` (whose namespace is bare).
+//!
+//! The doctor runs on the example node tree (`examples/node-tree`) as its host, given as the
+//! DaemonSet gives it (`CSI_GLOBALMOUNT_HOST_PREFIX`, `CSI_GLOBALMOUNT_MOUNTINFO`), so that the
+//! flags on the page still win.
 
 // Test helpers unwrap: a panic here is a failed test with its location.
 #![allow(clippy::unwrap_used)]
@@ -694,6 +700,10 @@ fn binary(runner: &Runner, command: &DocCommand) {
         assert!(report.is_object(), "{}: {report}", command.at());
     } else if f.contains(" check ") {
         assert!(stdout.contains("checked "), "{}: {stdout}", command.at());
+    }
+    if f.contains(" check ") {
+        // What it reads here is valid: the install, a claim, a pod with valid health.
+        assert_eq!(code, Some(0), "{}: {}", command.at(), output_text(&out));
     }
 }
 

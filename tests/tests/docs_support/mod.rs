@@ -215,8 +215,10 @@ pub(crate) enum Class {
     /// `sudo install ...` on a control plane node: run without sudo under a temporary root
     /// (docs.rs).
     NodeInstall,
-    /// `kubectl get|auth|set|label|rollout ...`: run against the apiserver, `rollout status`
-    /// with `--watch=false` since no controller runs there (docs_commands.rs).
+    /// `kubectl get|auth|set|label|rollout|delete ...`: run against the apiserver, `rollout
+    /// status` with `--watch=false` since no controller runs there, `rollout undo` and
+    /// `delete` with `--dry-run=server`; `auth can-i` must answer as the page shows
+    /// (docs_commands.rs).
     Kubectl,
     /// `kubectl logs`, `kubectl port-forward ... &` and the `curl` of the forwarded port: no
     /// kubelet runs pods on a bare apiserver; the object must exist, and the forwarded process
