@@ -88,8 +88,10 @@ fmt-check:
 build:
 	$(CARGO) build --workspace --locked
 
+## release: the server and the node doctor, optimized
 release:
-	$(CARGO) build --release --locked -p volume-health-webhooks --bin volume-health-webhook
+	$(CARGO) build --release --locked -p volume-health-webhooks --bin volume-health-webhook \
+		-p csi-globalmount --bin csi-globalmount-doctor
 
 ## conformance: what CI runs after `make test`: the apiserver conformance suite against the
 ## release binary
@@ -98,11 +100,14 @@ conformance: release
 
 ## e2e: a real kube-apiserver v1.37.2 and etcd on loopback, no webhook installed: the admission
 ## fixtures and the differential requests replayed as real writes, SubjectAccessReviews posted,
-## each in-tree answer compared with the library's (slow: ignored by `make test`)
+## each in-tree answer compared with the library's; then every command of the README and docs
+## that needs a cluster, the release binaries or helm, run as the docs give it (slow: ignored
+## by `make test`)
 e2e: release
 	tests/e2e/tools/build.sh $(E2E_BIN)
-	VOLUME_HEALTH_E2E_BIN=$(E2E_BIN) VOLUME_HEALTH_E2E_WEBHOOK=$(abspath $(BIN)) \
-		$(CARGO) test --locked -p volume-health-tests --test e2e --test e2e_shipped -- --ignored --nocapture --test-threads=1
+	tests/e2e/tools/build-helm.sh $(E2E_BIN)
+	VOLUME_HEALTH_E2E_BIN=$(E2E_BIN) VOLUME_HEALTH_E2E_WEBHOOK=$(abspath $(BIN)) VOLUME_HEALTH_HELM=$(E2E_BIN)/helm \
+		$(CARGO) test --locked -p volume-health-tests --test e2e --test e2e_shipped --test docs_commands -- --ignored --nocapture --test-threads=1
 
 ## chart: `helm lint` and `helm template` of charts/volume-health with the pinned helm, built
 ## with Go from tests/e2e/tools/helm; each render is compared with the kustomize install it

@@ -1,41 +1,21 @@
-//! The commands the README and `docs/` show name things that exist: every kustomization or
-//! file given to `kubectl`, every `make` target, every chart value set with `--set`, and every
-//! server flag. The manifests and chart tests render what those commands apply; this keeps the
-//! text pointing at them when a path, a target or a value is renamed.
+//! The commands the README and `docs/` show: every command of their fenced shell blocks has a
+//! rule saying how a test runs it (`docs_support`), and the ones that need no cluster, server
+//! binary or helm run here: kustomizations rendered, files parsed, `make -n`, cargo targets
+//! looked up, the shell recipes and certificate subshells run in a scratch checkout, the node
+//! install under a temporary root. `docs_commands.rs` runs the rest (`make e2e`). The checks
+//! below them keep the paths, make targets, chart values and server flags the text names in
+//! prose pointing at things that exist.
 
-use std::collections::BTreeSet;
+mod docs_support;
+
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::process::Command;
 
+use docs_support::{
+    Class, DocCommand, RULES, Sandbox, after, classified, objects, pages, repository,
+};
 use serde_json::Value;
-
-fn repository() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the tests crate lives inside the repository")
-        .to_path_buf()
-}
-
-/// README.md and every page of docs/, with their names.
-fn pages() -> Vec<(String, String)> {
-    let root = repository();
-    let mut names = vec!["README.md".to_owned()];
-    let mut docs: Vec<String> = fs::read_dir(root.join("docs"))
-        .expect("docs/")
-        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-        .filter(|name| name.ends_with(".md"))
-        .map(|name| format!("docs/{name}"))
-        .collect();
-    docs.sort();
-    names.extend(docs);
-    names
-        .into_iter()
-        .map(|name| {
-            let text = fs::read_to_string(root.join(&name)).expect("a page");
-            (name, text)
-        })
-        .collect()
-}
 
 /// The words that follow `prefix` wherever it occurs, up to a space, quote or backtick.
 fn arguments<'a>(text: &'a str, prefix: &str) -> Vec<&'a str> {
@@ -195,4 +175,285 @@ fn server_flags_in_the_docs_exist() {
         table, documented,
         "docs/configuration.md's flag table lists exactly the flags of `serve`"
     );
+}
+
+#[test]
+fn every_command_of_the_docs_has_a_rule() {
+    let all = classified();
+    let mut per_rule: BTreeMap<&str, usize> = BTreeMap::new();
+    for (command, _) in &all {
+        let (_, rule) = docs_support::classify(command).expect("classified");
+        *per_rule.entry(rule).or_default() += 1;
+    }
+    for (class, rule) in RULES {
+        eprintln!(
+            "{:>3}  {class:?}: {rule}",
+            per_rule.get(rule).copied().unwrap_or(0)
+        );
+    }
+    // Every page with a shell block, and enough commands that a broken extraction shows.
+    let pages: BTreeSet<&str> = all.iter().map(|(c, _)| c.page.as_str()).collect();
+    assert!(pages.len() >= 9, "commands found on only {pages:?}");
+    assert!(all.len() >= 60, "only {} commands found", all.len());
+    // A rule nothing matches any more is stale.
+    for (_, rule) in RULES {
+        assert!(
+            per_rule.contains_key(rule),
+            "no command matches the rule `{rule}`"
+        );
+    }
+}
+
+#[test]
+fn the_extraction_reads_blocks_as_bash_would() {
+    let all = docs_support::commands();
+    let find = |start: &str| -> &DocCommand {
+        all.iter()
+            .find(|c| c.flat.starts_with(start))
+            .unwrap_or_else(|| panic!("no command starts with `{start}`"))
+    };
+    let curl = find(
+        "curl --cacert target/dev/ca.crt -H 'Content-Type: application/json' --data @examples/pod-status-review.json",
+    );
+    assert!(
+        curl.flat.ends_with("https://localhost:8443/validate"),
+        "{}",
+        curl.flat
+    );
+    assert!(
+        curl.output[0].starts_with("{\"apiVersion\""),
+        "{:?}",
+        curl.output
+    );
+    let can_i = find("kubectl auth can-i update csinodes.storage.k8s.io/node-2");
+    assert_eq!(can_i.note.as_deref(), Some("no"));
+    let heredoc = find("cat > my-overlay/kustomization.yaml");
+    assert!(heredoc.script.ends_with("\nYAML"), "{}", heredoc.script);
+    assert!(find("for node in").script.ends_with("\ndone"));
+}
+
+fn kubectl_kustomize(sandbox: &Sandbox, dir: &str) -> Vec<Value> {
+    let out = Command::new("kubectl")
+        .args(["kustomize", dir])
+        .current_dir(sandbox.path())
+        .output()
+        .expect("kubectl");
+    assert!(
+        out.status.success(),
+        "kubectl kustomize {dir}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    objects(&String::from_utf8(out.stdout).expect("UTF-8"))
+}
+
+#[test]
+fn shell_recipes_run_and_kubectl_renders_what_the_docs_apply() {
+    let all = classified();
+    let sandbox = Sandbox::new();
+    let setup = sandbox.run_setup(&all);
+    assert!(setup.len() >= 8, "only {} shell steps ran", setup.len());
+
+    // The certificate subshells made certificates their CA signed, for the names the docs
+    // give, and moved the CA key off the checkout.
+    assert!(
+        !sandbox.node_home().join("volume-health-authz").exists(),
+        "the node keeps only the installed copies"
+    );
+    for (dir, name) in [
+        (
+            sandbox
+                .path()
+                .join("manifests/overlays/provided-certs/certs"),
+            "DNS:volume-health-webhook.volume-health.svc",
+        ),
+        (
+            sandbox.path().join("volume-health-authz"),
+            "IP Address:127.0.0.1",
+        ),
+        (
+            sandbox.node_root().join("etc/kubernetes/volume-health"),
+            "IP Address:127.0.0.1",
+        ),
+    ] {
+        assert!(
+            !dir.join("ca.key").exists(),
+            "{}: the CA key stayed",
+            dir.display()
+        );
+        let verify = Command::new("openssl")
+            .args(["verify", "-CAfile", "ca.crt", "tls.crt"])
+            .current_dir(&dir)
+            .output()
+            .expect("openssl");
+        assert!(
+            verify.status.success(),
+            "{}: {}",
+            dir.display(),
+            String::from_utf8_lossy(&verify.stderr)
+        );
+        let text = Command::new("openssl")
+            .args(["x509", "-noout", "-ext", "subjectAltName", "-in", "tls.crt"])
+            .current_dir(&dir)
+            .output()
+            .expect("openssl");
+        assert!(
+            String::from_utf8_lossy(&text.stdout).contains(name),
+            "{}: no {name}",
+            dir.display()
+        );
+    }
+    assert!(sandbox.safe.join("ca.key").exists());
+
+    let mut rendered = 0;
+    for (command, class) in &all {
+        match class {
+            Class::Kustomize => {
+                let dir = command.flat.split_whitespace().last().expect("a directory");
+                let objects = kubectl_kustomize(&sandbox, dir);
+                assert!(
+                    !objects.is_empty(),
+                    "{}: {dir} renders nothing",
+                    command.at()
+                );
+                if dir == "my-overlay" {
+                    let image = &objects
+                        .iter()
+                        .find(|o| o["kind"] == "Deployment")
+                        .expect("the Deployment")["spec"]["template"]["spec"]["containers"][0]["image"];
+                    assert_eq!(
+                        image,
+                        "registry.example.com/storage/volume-health-webhook:v0.2.0",
+                        "{}: the overlay's image",
+                        command.at()
+                    );
+                }
+            }
+            Class::ApplyFile => {
+                let file = after(command, "-f");
+                let text = fs::read_to_string(sandbox.path().join(file))
+                    .unwrap_or_else(|e| panic!("{}: {file}: {e}", command.at()));
+                assert!(
+                    !objects(&text).is_empty(),
+                    "{}: {file} holds nothing",
+                    command.at()
+                );
+            }
+            _ => continue,
+        }
+        rendered += 1;
+    }
+    assert!(rendered >= 10, "only {rendered} renders");
+}
+
+#[test]
+fn make_commands_dry_run_with_their_values() {
+    let mut ran = 0;
+    for (command, _) in classified().iter().filter(|(_, c)| *c == Class::Make) {
+        let words: Vec<&str> = command.flat.split_whitespace().collect();
+        let out = Command::new("make")
+            .arg("-n")
+            .args(&words[1..])
+            .current_dir(repository())
+            .output()
+            .expect("make");
+        let printed = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && !printed.trim().is_empty(),
+            "{}: `make -n {}`: {}",
+            command.at(),
+            words[1..].join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for assignment in words[1..].iter().filter(|w| w.contains('=')) {
+            let (_, value) = assignment.split_once('=').expect("=");
+            assert!(
+                printed.contains(value),
+                "{}: `make -n` does not use {assignment}:\n{printed}",
+                command.at()
+            );
+        }
+        ran += 1;
+    }
+    assert!(ran >= 5, "only {ran} make commands");
+}
+
+#[test]
+fn cargo_commands_name_packages_and_targets_that_exist() {
+    let out = Command::new(env!("CARGO"))
+        .args([
+            "metadata",
+            "--no-deps",
+            "--format-version",
+            "1",
+            "--offline",
+        ])
+        .current_dir(repository())
+        .output()
+        .expect("cargo metadata");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let metadata: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let packages = metadata["packages"].as_array().expect("packages");
+    let mut ran = 0;
+    for (command, _) in classified().iter().filter(|(_, c)| *c == Class::Cargo) {
+        let (package, kind, target) = if command.flat.starts_with("cargo install") {
+            let manifest = repository()
+                .join(after(command, "--path"))
+                .join("Cargo.toml");
+            let package = packages
+                .iter()
+                .find(|p| p["manifest_path"] == manifest.display().to_string())
+                .unwrap_or_else(|| {
+                    panic!("{}: no package at {}", command.at(), manifest.display())
+                });
+            // `installs <binary> into ...`, or the package's one binary.
+            let binary = match command
+                .note
+                .as_deref()
+                .and_then(|n| n.strip_prefix("installs "))
+            {
+                Some(note) => note.split_whitespace().next().expect("a name").to_owned(),
+                None => {
+                    let bins: Vec<&Value> = package["targets"]
+                        .as_array()
+                        .expect("targets")
+                        .iter()
+                        .filter(|t| t["kind"][0] == "bin")
+                        .collect();
+                    assert_eq!(bins.len(), 1, "{}: which binary?", command.at());
+                    bins[0]["name"].as_str().expect("a name").to_owned()
+                }
+            };
+            (package, "bin", binary)
+        } else {
+            let name = after(command, "-p");
+            let package = packages
+                .iter()
+                .find(|p| p["name"] == name)
+                .unwrap_or_else(|| panic!("{}: no package {name}", command.at()));
+            (package, "test", after(command, "--test").to_owned())
+        };
+        assert!(
+            package["targets"]
+                .as_array()
+                .expect("targets")
+                .iter()
+                .any(|t| {
+                    t["name"] == target.as_str()
+                        && t["kind"]
+                            .as_array()
+                            .expect("kind")
+                            .iter()
+                            .any(|k| k == kind)
+                }),
+            "{}: {} has no {kind} target {target}",
+            command.at(),
+            package["name"]
+        );
+        ran += 1;
+    }
+    assert!(ran >= 4, "only {ran} cargo commands");
 }
