@@ -86,11 +86,12 @@ conformance: release
 
 ## e2e: a real kube-apiserver v1.37.2 and etcd on loopback, no webhook installed: the admission
 ## fixtures and the differential requests replayed as real writes, SubjectAccessReviews posted,
-## each in-tree answer compared with the library's (slow: ignored by `make test`)
+## each in-tree answer compared with the library's; the shipped webhooks end to end; the native
+## policies alone, type-checked by kube-controller-manager (slow: ignored by `make test`)
 e2e: release
 	tests/e2e/tools/build.sh $(E2E_BIN)
 	VOLUME_HEALTH_E2E_BIN=$(E2E_BIN) VOLUME_HEALTH_E2E_WEBHOOK=$(abspath $(BIN)) \
-		$(CARGO) test --locked -p volume-health-tests --test e2e --test e2e_shipped -- --ignored --nocapture --test-threads=1
+		$(CARGO) test --locked -p volume-health-tests --test e2e --test e2e_shipped --test e2e_policies -- --ignored --nocapture --test-threads=1
 
 ## bench: criterion micro-benchmarks (validation; handlers in-process), the end-to-end load
 ## benchmark (next to a plain and a strict JSON baseline, with its targets), `check` on a

@@ -58,6 +58,8 @@ async fn create(cluster: &Cluster, object: &Value) {
             object["metadata"]["namespace"].as_str().unwrap()
         ),
         "Namespace" => "/api/v1/namespaces".to_owned(),
+        "ClusterRole" => "/apis/rbac.authorization.k8s.io/v1/clusterroles".to_owned(),
+        "ClusterRoleBinding" => "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings".to_owned(),
         kind => policy_path(kind),
     };
     let (code, body) = cluster
@@ -117,15 +119,16 @@ fn wrapped(replay: &Replay, library: &Answer) -> Answer {
         _ => policies::pvc_health_writers_name(),
     };
     let binding = policies::binding_name(&policy, Action::Deny);
-    let message = format!(
-        "{} \"{}\" is forbidden: ValidatingAdmissionPolicy '{policy}' with binding '{binding}' denied request: {message}",
-        replay.resource.qualified_resource(),
-        replay.name()
-    );
     Answer::Denied {
         code: *code,
-        causes: vec![format!(": {message}")],
-        message,
+        causes: vec![format!(
+            ": ValidatingAdmissionPolicy '{policy}' with binding '{binding}' denied request: {message}"
+        )],
+        message: format!(
+            "{} \"{}\" is forbidden: ValidatingAdmissionPolicy '{policy}' with binding '{binding}' denied request: {message}",
+            replay.resource.qualified_resource(),
+            replay.name()
+        ),
     }
 }
 
@@ -350,6 +353,19 @@ async fn native() {
     )
     .await;
     create(&cluster, &policies::writers_param(WRITERS)).await;
+    // RBAC lets every user write claim status: the policy, not the authorizer, answers.
+    create(
+        &cluster,
+        &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": "claim-status-writer"},
+        "rules": [{"apiGroups": [""], "resources": ["persistentvolumeclaims/status"],
+            "verbs": ["get", "update", "patch"]}]}),
+    )
+    .await;
+    create(&cluster, &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": "claim-status-writer"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "claim-status-writer"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:authenticated"}]})).await;
     for object in policies::policies()
         .iter()
         .chain(&policies::bindings(Action::Deny))
@@ -434,10 +450,14 @@ async fn wait_enforced(cluster: &Cluster) {
     let want = wrapped(probe, &library(probe));
     let give_up = Instant::now() + Duration::from_secs(60);
     for round in 1000.. {
-        if probe.apiserver(cluster, round).await.unwrap() == want {
+        let got = probe.apiserver(cluster, round).await.unwrap();
+        if got == want {
             return;
         }
-        assert!(Instant::now() < give_up, "the policies were never enforced");
+        assert!(
+            Instant::now() < give_up,
+            "the policies were never enforced: {got:?}, not {want:?}"
+        );
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
 }

@@ -34,6 +34,10 @@ pub const MAX_MESSAGE_BYTES: usize = 5 * 1024;
 /// for this many conditions with 1024-byte messages.
 pub const MAX_LISTED_DUPLICATES: usize = 4;
 
+/// A duplicate's entry and condition index as one int: `entry * PAIR + condition`, conditions
+/// being fewer than [`MAX_HEALTH_CONDITIONS`].
+const PAIR: usize = 100;
+
 /// How a binding enforces its policy: the bindings' `validationActions`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Action {
@@ -158,18 +162,11 @@ fn fill(template: &str, holes: &[&str]) -> String {
     terms.join(" + ")
 }
 
-/// `body` with `var` bound to `init`, evaluated once (the apiserver's CEL has no `cel.bind`).
-fn bind(var: &str, init: &str, body: &str) -> String {
-    format!("[{init}].map({var}, {body})[0]")
-}
-
-/// Go's `%q` of a string expression: cel-go formats a string inside a list with `%q`.
+/// Go's `%q` of a string expression: cel-go formats a string inside a list with `%q`. (The
+/// apiserver's CEL has no `cel.bind`: the expression is written twice, it is short.)
 fn go_quoted(expr: &str) -> String {
-    bind(
-        "q",
-        &format!("'%s'.format([[{expr}]])"),
-        "q.substring(1, size(q) - 1)",
-    )
+    let listed = format!("'%s'.format([[{expr}]])");
+    format!("{listed}.substring(1, size({listed}) - 1)")
 }
 
 /// Go's `json.Marshal` of a string expression, as the library's [`GoJson`] writes it: every
@@ -193,13 +190,9 @@ fn go_json(expr: &str) -> String {
 /// Cuts a message expression to [`MAX_MESSAGE_BYTES`]: a longer one would be discarded.
 fn bounded(expr: &str) -> String {
     // A character is at most 4 bytes: a quarter of the limit in characters always fits.
-    bind(
-        "m",
-        expr,
-        &format!(
-            "size(bytes(m)) <= {MAX_MESSAGE_BYTES} ? m : m.substring(0, {})",
-            MAX_MESSAGE_BYTES / 4
-        ),
+    format!(
+        "size(bytes({expr})) <= {MAX_MESSAGE_BYTES} ? ({expr}) : ({expr}).substring(0, {})",
+        MAX_MESSAGE_BYTES / 4
     )
 }
 
@@ -281,20 +274,19 @@ pub fn drop_on_save(resource: HealthResource) -> Value {
 pub fn storage_condition_identity() -> Value {
     let resource = HealthResource::CsiNodes;
     let entries = "variables.entries";
-    // Separators no status, mode or reason holds; the reason, which may hold `,` and `:`,
-    // comes last.
-    let key = "c.status + '/' + (has(c.accessMode) ? c.accessMode : '-') + '/' + (has(c.volumeMode) ? c.volumeMode : '-') + '/' + c.reason";
     let conditions = "(has(e.healthConditions) ? e.healthConditions : [])";
+    let same = "d.status == c.status && d.reason == c.reason && \
+        has(d.accessMode) == has(c.accessMode) && (!has(d.accessMode) || d.accessMode == c.accessMode) && \
+        has(d.volumeMode) == has(c.volumeMode) && (!has(d.volumeMode) || d.volumeMode == c.volumeMode)"
+        .replace("c.", "e.healthConditions[j].");
+    // Each duplicate as entry * PAIR + condition: one int, no nested lists.
     let duplicates = format!(
         "{entries}.transformList(i, e, \
          size({conditions}) >= 2 && size({conditions}) <= {MAX_HEALTH_CONDITIONS} && \
          !(e.name in variables.oldConditions && variables.oldConditions[e.name] == {conditions}), \
-         {}).flatten()",
-        bind(
-            "keys",
-            &format!("{conditions}.map(c, {key})"),
-            "lists.range(size(keys)).filter(j, j > 0 && keys[j] in keys.slice(0, j)).map(j, [i, j])",
-        ),
+         lists.range(size(e.healthConditions)).filter(j, j > 0 && \
+         e.healthConditions.slice(0, j).exists(d, {same})).map(j, i * {PAIR} + j)\
+         ).flatten()"
     );
     // One Duplicate as the library prints it, for the pair p = [entry, condition].
     let path = Path::root("status");
@@ -310,16 +302,23 @@ pub fn storage_condition_identity() -> Value {
     .to_string()
     .replace("storageHealth[0]", &format!("storageHealth[{HOLE}]"))
     .replace("healthConditions[1]", &format!("healthConditions[{HOLE}]"));
-    let c = "variables.entries[p[0]].healthConditions[p[1]]";
+    let c = &format!("variables.entries[p / {PAIR}].healthConditions[p % {PAIR}]");
     let rendered = format!(
         "'{{\"status\":\"' + {c}.status + '\",\"reason\":\"' + {c}.reason + '\"' + \
          (has({c}.message) && {c}.message != '' ? ',\"message\":' + {message} : '') + \
          (has({c}.accessMode) ? ',\"accessMode\":\"' + {c}.accessMode + '\"' : '') + \
          (has({c}.volumeMode) ? ',\"volumeMode\":\"' + {c}.volumeMode + '\"' : '') + \
-         ',\"lastTransitionTime\":' + (has({c}.lastTransitionTime) ? '\"' + string({c}.lastTransitionTime) + '\"' : 'null') + '}}'",
+         ',\"lastTransitionTime\":' + (has({c}.lastTransitionTime) && {c}.lastTransitionTime != null ? '\"' + string({c}.lastTransitionTime) + '\"' : 'null') + '}}'",
         message = go_json(&format!("{c}.message")),
     );
-    let one = fill(&error, &["string(p[0])", "string(p[1])", &rendered]);
+    let one = fill(
+        &error,
+        &[
+            &format!("string(p / {PAIR})"),
+            &format!("string(p % {PAIR})"),
+            &rendered,
+        ],
+    );
     let single = FieldError::new(
         &Path::root("x"),
         ErrorKind::Duplicate {
@@ -335,11 +334,9 @@ pub fn storage_condition_identity() -> Value {
         "variables.duplicates.slice(0, size(variables.duplicates) < {MAX_LISTED_DUPLICATES} ? size(variables.duplicates) : {MAX_LISTED_DUPLICATES}).map(p, {one})"
     );
     let head = fill(head, &[name]);
-    let message = bind(
-        "errors",
-        &listed,
-        &format!("size(errors) == 1 ? {head} + errors[0] : {head} + '[' + errors.join(', ') + ']'"),
-    );
+    let joined = format!("{listed}.join(', ')");
+    let message =
+        format!("{head} + (size(variables.duplicates) == 1 ? {joined} : '[' + {joined} + ']')");
     json!({
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicy",
