@@ -35,6 +35,18 @@ pub enum Command {
     /// Exit code 0 when all would be admitted, 1 when some would be refused, 2 for bad usage
     /// or input that is not JSON or YAML.
     Check(crate::check::CheckArgs),
+    /// Write the native policies (this project's own rules as MutatingAdmissionPolicy and
+    /// ValidatingAdmissionPolicy objects) into a directory, as
+    /// manifests/components/native-policies holds them.
+    Policies(PoliciesArgs),
+}
+
+/// Flags of `policies`.
+#[derive(Debug, Args)]
+pub struct PoliciesArgs {
+    /// The directory the files are written into (created when missing).
+    #[arg(long, default_value = "manifests/components/native-policies")]
+    pub out_dir: PathBuf,
 }
 
 /// Flags of `serve`. As with Kubernetes components, a flag given again overrides the earlier

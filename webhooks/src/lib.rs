@@ -12,6 +12,7 @@ pub mod gates;
 mod handlers;
 pub mod health;
 pub mod metrics;
+pub mod policies;
 pub mod review;
 pub mod server;
 pub mod telemetry;

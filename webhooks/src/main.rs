@@ -1,11 +1,12 @@
 //! `volume-health-webhook serve`: parse flags, start the server, stop on SIGTERM or SIGINT.
 //! `volume-health-webhook check`: check objects offline (`volume_health_check`).
+//! `volume-health-webhook policies`: write the native policies.
 
 use anyhow::Context;
 use clap::Parser;
 use std::process::ExitCode;
 
-use volume_health_webhooks::config::{Cli, Command, ServeArgs};
+use volume_health_webhooks::config::{Cli, Command, PoliciesArgs, ServeArgs};
 use volume_health_webhooks::server::{Server, Shutdown, Stopped};
 use volume_health_webhooks::telemetry;
 
@@ -13,7 +14,19 @@ fn main() -> anyhow::Result<ExitCode> {
     match Cli::parse().command {
         Command::Serve(args) => serve(args),
         Command::Check(args) => Ok(args.run()),
+        Command::Policies(args) => policies(args),
     }
+}
+
+fn policies(args: PoliciesArgs) -> anyhow::Result<ExitCode> {
+    std::fs::create_dir_all(&args.out_dir)
+        .with_context(|| format!("creating {}", args.out_dir.display()))?;
+    for (name, text) in volume_health_webhooks::policies::files() {
+        let path = args.out_dir.join(name);
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+        println!("{}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {

@@ -3,6 +3,7 @@
 //! clients (kube-rs, and a small HTTPS client for what kube-rs does not do).
 
 mod api;
+mod controller_manager;
 mod pki;
 mod plane;
 mod shipped;
@@ -21,6 +22,7 @@ use hyper::Method;
 use serde_json::{Value, json};
 
 pub use api::{ADMIN, Api, User};
+pub use controller_manager::{ControllerManager, POLICY_STATUS_CONTROLLER};
 pub use pki::{KeyPairFiles, Pki};
 pub use plane::{ControlPlane, bound_pod, create_namespace, volume_health};
 pub use shipped::manifests_dir;

@@ -61,6 +61,9 @@ pub(crate) const COMPONENTS: &[&str] = &[
     "components/network-policy",
 ];
 
+/// The native policies' component: generated, rendered and checked by `native_policies.rs`.
+pub(crate) const NATIVE_POLICIES: &str = "components/native-policies";
+
 /// The overlay that generates its Secret from PEM files the operator puts into `certs/`
 /// (and the overlays built on it).
 pub(crate) const PROVIDED_CERTS: &str = "overlays/provided-certs";
@@ -104,6 +107,7 @@ pub(crate) fn kustomization_dirs() -> BTreeSet<String> {
             if NOT_OURS
                 .iter()
                 .chain(COMPONENTS)
+                .chain(&[NATIVE_POLICIES])
                 .any(|skip| relative == Path::new(skip))
             {
                 continue;
@@ -249,6 +253,7 @@ pub(crate) fn component_dirs() -> BTreeSet<String> {
                 path.file_name().expect("a name").to_string_lossy()
             )
         })
+        .filter(|dir| dir != NATIVE_POLICIES)
         .collect()
 }
 

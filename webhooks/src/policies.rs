@@ -1,0 +1,566 @@
+//! Native mode: this project's own rules as MutatingAdmissionPolicy and
+//! ValidatingAdmissionPolicy objects, which kube-apiserver evaluates in process, with no webhook
+//! hop (`volume-health-webhook policies`).
+//!
+//! Only the rules in-tree Kubernetes v1.37.2 lacks are here: beside an apiserver with
+//! `CSIVolumeHealth` on, its own validation, NodeRestriction and the Node authorizer answer every
+//! upstream rule first. The policies are generated from the validation library's own names,
+//! limits, renderings and messages, so a policy's message is the webhook's (the apiserver wraps
+//! it: `... is forbidden: ValidatingAdmissionPolicy '<policy>' with binding '<binding>' denied
+//! request: <message>`).
+//!
+//! Every policy matches one resource, with explicit `v1` and the main resource listed: the
+//! admission-policy status controller skips type checking otherwise.
+
+use serde_json::{Value, json};
+use volume_health_validation::{
+    ErrorKind, FieldError, GoJson, HealthResource, MAX_HEALTH_CONDITIONS, Path, Restricted,
+    forbidden_status, invalid_message,
+};
+
+/// The prefix of every generated object's name.
+pub const PREFIX: &str = "volume-health";
+/// The ConfigMap that lists the writers of a claim's `status.healthStatus`, as
+/// `--pvc-health-writers` does (key [`WRITERS_KEY`], comma-separated usernames).
+pub const WRITERS_CONFIGMAP: &str = "volume-health-pvc-health-writers";
+/// The key of [`WRITERS_CONFIGMAP`] that holds the list.
+pub const WRITERS_KEY: &str = "writers";
+/// The namespace of [`WRITERS_CONFIGMAP`]: the webhooks' own.
+pub const NAMESPACE: &str = "volume-health";
+/// A message longer than this many bytes is discarded by the apiserver (5 KiB); longer ones
+/// are cut to it.
+pub const MAX_MESSAGE_BYTES: usize = 5 * 1024;
+/// The duplicates a denial spells out; the webhook lists every one, a policy's message has room
+/// for this many conditions with 1024-byte messages.
+pub const MAX_LISTED_DUPLICATES: usize = 4;
+
+/// A duplicate's entry and condition index as one int: `entry * PAIR + condition`, conditions
+/// being fewer than [`MAX_HEALTH_CONDITIONS`].
+const PAIR: usize = 100;
+/// The variables the identity rule's work is split over.
+const CHUNKS: usize = 8;
+
+/// How a binding enforces its policy: the bindings' `validationActions`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Refuse the write.
+    Deny,
+    /// Allow it, with the denial as a warning.
+    Warn,
+    /// Allow it, and record the denial in the audit log.
+    Audit,
+}
+
+impl Action {
+    /// Every action.
+    pub const ALL: [Action; 3] = [Action::Deny, Action::Warn, Action::Audit];
+
+    /// The wire form.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Deny => "Deny",
+            Action::Warn => "Warn",
+            Action::Audit => "Audit",
+        }
+    }
+
+    /// The lower-case form, in file and object names.
+    pub fn lower(self) -> &'static str {
+        match self {
+            Action::Deny => "deny",
+            Action::Warn => "warn",
+            Action::Audit => "audit",
+        }
+    }
+}
+
+/// The files of `manifests/components/native-policies`, by name, each a YAML stream.
+pub fn files() -> Vec<(String, String)> {
+    let mut files = vec![
+        ("policies.yaml".to_owned(), yaml_stream(&policies())),
+        (
+            "drop-on-save-bindings.yaml".to_owned(),
+            yaml_stream(&drop_on_save_bindings()),
+        ),
+        (
+            "writers.yaml".to_owned(),
+            yaml_stream(&[writers_param(&[])]),
+        ),
+    ];
+    for action in Action::ALL {
+        files.push((
+            format!("bindings-{}.yaml", action.lower()),
+            yaml_stream(&bindings(action)),
+        ));
+    }
+    files
+}
+
+/// Every policy: a drop-on-save MutatingAdmissionPolicy per resource, then the
+/// ValidatingAdmissionPolicies.
+pub fn policies() -> Vec<Value> {
+    let mut objects: Vec<Value> = HealthResource::ALL
+        .iter()
+        .map(|r| drop_on_save(*r))
+        .collect();
+    objects.push(storage_condition_identity());
+    objects.push(pvc_health_writers());
+    objects
+}
+
+/// The name of the drop-on-save policy of `resource`.
+pub fn drop_on_save_name(resource: HealthResource) -> String {
+    format!("{PREFIX}-drop-{}", resource.resource())
+}
+
+/// The name of the storage condition identity policy.
+pub fn storage_condition_identity_name() -> String {
+    format!("{PREFIX}-storage-condition-identity")
+}
+
+/// The name of the claim health writers policy.
+pub fn pvc_health_writers_name() -> String {
+    format!("{PREFIX}-pvc-health-writers")
+}
+
+/// The name of a validating policy's binding with `action`.
+pub fn binding_name(policy: &str, action: Action) -> String {
+    format!("{policy}-{}", action.lower())
+}
+
+/// A CEL string literal of `s`.
+fn lit(s: &str) -> String {
+    let mut out = String::from("'");
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\'' => out.push_str("\\'"),
+            ' '..='~' => out.push(c),
+            c if (c as u32) < 0x10000 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push_str(&format!("\\U{:08x}", c as u32)),
+        }
+    }
+    out.push('\'');
+    out
+}
+
+/// A placeholder that no rendering of the library changes, to cut its messages into templates.
+const HOLE: &str = "VOLUMEHEALTHHOLE";
+
+/// `template` with each [`HOLE`] replaced by a CEL expression, in order, as one CEL
+/// concatenation.
+fn fill(template: &str, holes: &[&str]) -> String {
+    let parts: Vec<&str> = template.split(HOLE).collect();
+    assert_eq!(parts.len(), holes.len() + 1, "holes of {template:?}");
+    let mut terms = Vec::new();
+    for (i, part) in parts.iter().enumerate() {
+        if !part.is_empty() {
+            terms.push(lit(part));
+        }
+        if let Some(hole) = holes.get(i) {
+            terms.push(format!("({hole})"));
+        }
+    }
+    terms.join(" + ")
+}
+
+/// Go's `%q` of a string expression: cel-go formats a string inside a list with `%q`. (The
+/// apiserver's CEL has no `cel.bind`: the expression is written twice, it is short.)
+fn go_quoted(expr: &str) -> String {
+    let listed = format!("'%s'.format([[{expr}]])");
+    format!("{listed}.substring(1, size({listed}) - 1)")
+}
+
+/// Go's `json.Marshal` of a string expression, as the library's [`GoJson`] writes it: every
+/// character [`GoJson`] escapes, replaced in turn (the backslash first).
+fn go_json(expr: &str) -> String {
+    let mut out = format!("{expr}.replace('\\\\', '\\\\\\\\')");
+    let candidates = (0u32..0x80)
+        .chain([0x2028, 0x2029])
+        .filter_map(char::from_u32);
+    for c in candidates.filter(|c| *c != '\\') {
+        let one = c.to_string();
+        let rendered = GoJson(&one).to_string();
+        let inner = &rendered[1..rendered.len() - 1];
+        if inner != one {
+            out = format!("{out}.replace({}, {})", lit(&one), lit(inner));
+        }
+    }
+    format!("'\"' + {out} + '\"'")
+}
+
+/// Cuts a message expression to [`MAX_MESSAGE_BYTES`]: a longer one would be discarded.
+fn bounded(expr: &str) -> String {
+    // A character is at most 4 bytes: a quarter of the limit in characters always fits.
+    format!(
+        "size(bytes({expr})) <= {MAX_MESSAGE_BYTES} ? ({expr}) : ({expr}).substring(0, {})",
+        MAX_MESSAGE_BYTES / 4
+    )
+}
+
+/// The `v1` rule of `resource` and its status subresource, for `operations`.
+fn resource_rules(resource: HealthResource, operations: &[&str]) -> Value {
+    json!([{
+        "apiGroups": [resource.group()],
+        "apiVersions": ["v1"],
+        "operations": operations,
+        "resources": [resource.resource(), format!("{}/status", resource.resource())],
+    }])
+}
+
+/// `has()` of a dotted path below `root`, each step guarded (has() over a missing parent is an
+/// error).
+fn has_path(root: &str, dotted: &str) -> String {
+    let mut steps = Vec::new();
+    let mut prefix = root.to_owned();
+    for part in dotted.split('.') {
+        prefix = format!("{prefix}.{part}");
+        steps.push(format!("has({prefix})"));
+    }
+    steps.join(" && ")
+}
+
+/// Whether `root` uses the gated field of `resource`, as drop on save reads it: a claim's
+/// `healthStatus` present, a non-empty list otherwise.
+fn gated_in_use(resource: HealthResource, root: &str) -> String {
+    let field = resource.gated_field();
+    let present = has_path(root, field);
+    match resource {
+        HealthResource::PersistentVolumeClaims => present,
+        _ => format!("{present} && size({root}.{field}) > 0"),
+    }
+}
+
+fn labels() -> Value {
+    json!({"app.kubernetes.io/name": "volume-health-webhook", "app.kubernetes.io/component": "native-policies"})
+}
+
+/// Drop on save for `resource`: while bound, a new value of the gated field is removed unless
+/// the old object already uses it (the webhook's `/mutate` with the gate off).
+pub fn drop_on_save(resource: HealthResource) -> Value {
+    json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingAdmissionPolicy",
+        "metadata": {"name": drop_on_save_name(resource), "labels": labels()},
+        "spec": {
+            // Constant cost: presence and a list's size.
+            "failurePolicy": "Fail",
+            "reinvocationPolicy": "Never",
+            "matchConstraints": {"resourceRules": resource_rules(resource, &["CREATE", "UPDATE"])},
+            "matchConditions": [
+                {"name": "adds-gated-field", "expression": format!(
+                    "{} && (oldObject == null || !({}))",
+                    gated_in_use(resource, "object"), gated_in_use(resource, "oldObject"),
+                )},
+            ],
+            "mutations": [{
+                "patchType": "JSONPatch",
+                "jsonPatch": {"expression": format!(
+                    "[JSONPatch{{op: 'remove', path: {}}}]", lit(resource.gated_pointer())
+                )},
+            }],
+        },
+    })
+}
+
+/// This project's storage condition identity rule ([`volume_health_validation::ConditionIdentity`]):
+/// within one `storageHealth` entry, a later condition with the (status, reason, accessMode,
+/// volumeMode) of an earlier one is a Duplicate; an entry whose conditions equal the old entry's
+/// of the same name is not checked.
+///
+/// In-tree validation has already passed when it runs, so names are unique, statuses, modes and
+/// reasons are from their sets and formats (only a message needs JSON escaping), and an entry
+/// has at most [`MAX_HEALTH_CONDITIONS`] conditions. Cost is linear in the object: one map of
+/// the old entries, one comparison per entry, and for a changed entry its pairs of at most
+/// [`MAX_HEALTH_CONDITIONS`] conditions.
+pub fn storage_condition_identity() -> Value {
+    let resource = HealthResource::CsiNodes;
+    let entries = "variables.entries";
+    let conditions = "(has(e.healthConditions) ? e.healthConditions : [])";
+    let same = "d.status == c.status && d.reason == c.reason && \
+        has(d.accessMode) == has(c.accessMode) && (!has(d.accessMode) || d.accessMode == c.accessMode) && \
+        has(d.volumeMode) == has(c.volumeMode) && (!has(d.volumeMode) || d.volumeMode == c.volumeMode)"
+        .replace("c.", "e.healthConditions[j].");
+    // Each duplicate as entry * PAIR + condition: one int, no nested lists.
+    // Each variable is its own program with its own cost limit: the entries are split into
+    // CHUNKS contiguous runs, one variable each, concatenated in order.
+    let chunk = |k: usize| {
+        format!(
+            "lists.range(size({entries})).filter(i, i * {CHUNKS} / size({entries}) == {k}).transformList(n, i, \
+             size({conditions}) >= 2 && size({conditions}) <= {MAX_HEALTH_CONDITIONS} && \
+             !(e.name in variables.oldConditions && variables.oldConditions[e.name] == {conditions}), \
+             lists.range(size(e.healthConditions)).filter(j, j > 0 && \
+             e.healthConditions.slice(0, j).exists(d, {same})).map(j, i * {PAIR} + j)\
+             ).flatten()"
+        )
+        .replace("e.", &format!("{entries}[i]."))
+    };
+    let chunks: Vec<Value> = (0..CHUNKS)
+        .map(|k| json!({"name": format!("duplicates{k}"), "expression": chunk(k)}))
+        .collect();
+    let duplicates = (0..CHUNKS)
+        .map(|k| format!("variables.duplicates{k}"))
+        .collect::<Vec<_>>()
+        .join(" + ");
+    // One Duplicate as the library prints it, for the pair p = [entry, condition].
+    let path = Path::root("status");
+    let list = path.child("storageHealth");
+    let item = list.index(0);
+    let conds = item.child("healthConditions");
+    let error = FieldError::new(
+        &conds.index(1),
+        ErrorKind::Duplicate {
+            rendered: HOLE.to_owned(),
+        },
+    )
+    .to_string()
+    .replace("storageHealth[0]", &format!("storageHealth[{HOLE}]"))
+    .replace("healthConditions[1]", &format!("healthConditions[{HOLE}]"));
+    let c = &format!("variables.entries[p / {PAIR}].healthConditions[p % {PAIR}]");
+    let rendered = format!(
+        "'{{\"status\":\"' + {c}.status + '\",\"reason\":\"' + {c}.reason + '\"' + \
+         (has({c}.message) && {c}.message != '' ? ',\"message\":' + {message} : '') + \
+         (has({c}.accessMode) ? ',\"accessMode\":\"' + {c}.accessMode + '\"' : '') + \
+         (has({c}.volumeMode) ? ',\"volumeMode\":\"' + {c}.volumeMode + '\"' : '') + \
+         ',\"lastTransitionTime\":' + (has({c}.lastTransitionTime) && {c}.lastTransitionTime != null ? '\"' + string({c}.lastTransitionTime) + '\"' : 'null') + '}}'",
+        message = go_json(&format!("{c}.message")),
+    );
+    let one = fill(
+        &error,
+        &[
+            &format!("string(p / {PAIR})"),
+            &format!("string(p % {PAIR})"),
+            &rendered,
+        ],
+    );
+    let single = FieldError::new(
+        &Path::root("x"),
+        ErrorKind::Duplicate {
+            rendered: String::new(),
+        },
+    );
+    let message_one = invalid_message(resource, HOLE, std::slice::from_ref(&single));
+    let head = message_one
+        .strip_suffix(&single.to_string())
+        .unwrap_or(&message_one);
+    let name = "object.metadata.name";
+    let listed = format!(
+        "variables.duplicates.slice(0, size(variables.duplicates) < {MAX_LISTED_DUPLICATES} ? size(variables.duplicates) : {MAX_LISTED_DUPLICATES}).map(p, {one})"
+    );
+    let head = fill(head, &[name]);
+    let joined = format!("{listed}.join(', ')");
+    let message =
+        format!("{head} + (size(variables.duplicates) == 1 ? {joined} : '[' + {joined} + ']')");
+    let mut variables = vec![
+        json!({"name": "entries", "expression": "object.status.storageHealth"}),
+        json!({"name": "oldConditions", "expression": format!(
+            "{} ? oldObject.status.storageHealth.transformMapEntry(i, e, {{e.name: has(e.healthConditions) ? e.healthConditions : []}}) : {{}}",
+            has_path("oldObject", resource.gated_field()),
+        )}),
+    ];
+    variables.extend(chunks);
+    variables.push(json!({"name": "duplicates", "expression": duplicates}));
+    json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": storage_condition_identity_name(), "labels": labels()},
+        "spec": {
+            // Linear, split over variables, and tested within budget at the e2e suite's floor:
+            // failing closed keeps the rule exact (Ignore would store an object unchecked).
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": resource_rules(resource, &["UPDATE"])},
+            "matchConditions": [
+                {"name": "status-subresource", "expression": "request.subResource == 'status'"},
+                {"name": "has-storage-health", "expression": has_path("object", resource.gated_field())},
+            ],
+            "variables": variables,
+            "validations": [{
+                "expression": "size(variables.duplicates) == 0",
+                "messageExpression": bounded(&message),
+                "reason": "Invalid",
+            }],
+        },
+    })
+}
+
+/// The claim health rule of NodeRestriction style with this project's wording, and the writer
+/// list (`--pvc-health-writers`) from the [`WRITERS_CONFIGMAP`] param: a node never changes a
+/// claim's `status.healthStatus`, a user outside the list neither.
+pub fn pvc_health_writers() -> Value {
+    let resource = HealthResource::PersistentVolumeClaims;
+    let field = resource.gated_field();
+    let forbidden = |reason: Restricted| {
+        let status = forbidden_status(resource, HOLE, &reason.to_string());
+        status.message.unwrap_or_default()
+    };
+    // The library's messages, with its quoting of the hole cut out.
+    let quoted_hole = format!("\"{HOLE}\"");
+    let by_node =
+        forbidden(Restricted::ClaimHealthByNode(HOLE.to_owned())).replace(&quoted_hole, HOLE);
+    let by_user =
+        forbidden(Restricted::ClaimHealthByUser(HOLE.to_owned())).replace(&quoted_hole, HOLE);
+    let name = "'\"' + object.metadata.name + '\"'";
+    let username = "request.userInfo.username";
+    let node_prefix = volume_health_validation::NODE_USER_PREFIX;
+    let nodes_group = volume_health_validation::NODES_GROUP;
+    let is_node = format!(
+        "{username}.startsWith({}) && has(request.userInfo.groups) && {} in request.userInfo.groups",
+        lit(node_prefix),
+        lit(nodes_group)
+    );
+    let node_name = format!("{username}.substring({})", node_prefix.len());
+    let (new, old) = (has_path("object", field), has_path("oldObject", field));
+    let changed = format!("({new}) != ({old}) || ({new} && object.{field} != oldObject.{field})");
+    json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": pvc_health_writers_name(), "labels": labels()},
+        "spec": {
+            // Constant cost; a missing list is the binding's parameterNotFoundAction.
+            "failurePolicy": "Fail",
+            "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
+            "matchConstraints": {"resourceRules": resource_rules(resource, &["UPDATE"])},
+            "matchConditions": [
+                {"name": "status-subresource", "expression": "request.subResource == 'status'"},
+                {"name": "health-status-changed", "expression": changed},
+            ],
+            "variables": [
+                {"name": "writers", "expression": format!(
+                    "params == null || !has(params.data) || !({key} in params.data) ? [] : params.data[{key}].split(',').map(w, w.trim()).filter(w, w != '')",
+                    key = lit(WRITERS_KEY),
+                )},
+            ],
+            // Node first, as the webhook checks it.
+            "validations": [
+                {
+                    "expression": format!("!({is_node})"),
+                    "messageExpression": bounded(&fill(&by_node, &[name, &go_quoted(&node_name)])),
+                    "reason": "Forbidden",
+                },
+                {
+                    "expression": format!("size(variables.writers) == 0 || {username} in variables.writers"),
+                    "messageExpression": bounded(&fill(&by_user, &[name, &go_quoted(username)])),
+                    "reason": "Forbidden",
+                },
+            ],
+        },
+    })
+}
+
+/// The writer list param, as `--pvc-health-writers` would list `writers`.
+pub fn writers_param(writers: &[&str]) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": WRITERS_CONFIGMAP, "namespace": NAMESPACE, "labels": labels()},
+        "data": {WRITERS_KEY: writers.join(",")},
+    })
+}
+
+/// The bindings of the validating policies with `action`.
+pub fn bindings(action: Action) -> Vec<Value> {
+    let identity = storage_condition_identity_name();
+    let writers = pvc_health_writers_name();
+    vec![
+        json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": binding_name(&identity, action), "labels": labels()},
+            "spec": {"policyName": identity, "validationActions": [action.as_str()]},
+        }),
+        json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": binding_name(&writers, action), "labels": labels()},
+            "spec": {
+                "policyName": writers,
+                "validationActions": [action.as_str()],
+                // No list, no rule (as without --pvc-health-writers); the node rule needs none
+                // beside NodeRestriction, which refuses the same writes first.
+                "paramRef": {
+                    "name": WRITERS_CONFIGMAP,
+                    "namespace": NAMESPACE,
+                    "parameterNotFoundAction": "Allow",
+                },
+            },
+        }),
+    ]
+}
+
+/// The drop-on-save bindings: bound, the gated fields are off (as the webhook with
+/// `CSIVolumeHealth=false`); a `matchResources.namespaceSelector` limits a namespaced one.
+pub fn drop_on_save_bindings() -> Vec<Value> {
+    HealthResource::ALL
+        .iter()
+        .map(|resource| {
+            let policy = drop_on_save_name(*resource);
+            json!({
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "MutatingAdmissionPolicyBinding",
+                "metadata": {"name": policy, "labels": labels()},
+                "spec": {"policyName": policy},
+            })
+        })
+        .collect()
+}
+
+/// Objects as one YAML stream, with the generator's header.
+pub fn yaml_stream(objects: &[Value]) -> String {
+    let mut out = String::from(
+        "# Generated by `volume-health-webhook policies` from the validation library's rules;\n# do not edit: regenerate.\n",
+    );
+    for object in objects {
+        out.push_str("---\n");
+        // A `Value` always serializes.
+        out.push_str(&serde_yaml::to_string(object).unwrap_or_default());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cel_literals_escape_quotes_and_non_ascii() {
+        assert_eq!(lit("a'b\\c"), r"'a\'b\\c'");
+        assert_eq!(lit("\u{1}é"), r"'\u0001\u00e9'");
+    }
+
+    #[test]
+    fn json_escaping_covers_every_character_go_escapes() {
+        let expr = go_json("m");
+        for escaped in [
+            r"\u003c", r"\u003e", r"\u0026", r"\u2028", r"\u2029", r"\\n",
+        ] {
+            assert!(expr.contains(escaped), "{escaped} in {expr}");
+        }
+        assert!(
+            expr.starts_with(r#"'"' + m.replace('\\', '\\\\')"#),
+            "{expr}"
+        );
+    }
+
+    #[test]
+    fn messages_are_the_librarys() {
+        let writers = pvc_health_writers().to_string();
+        assert!(writers.contains("is not allowed to update status.healthStatus"));
+        assert!(writers.contains("persistentvolumeclaims "));
+        let identity = storage_condition_identity().to_string();
+        assert!(identity.contains("CSINode.storage.k8s.io "));
+        assert!(identity.contains("Duplicate value: "));
+        assert!(!identity.contains(HOLE) && !writers.contains(HOLE));
+    }
+
+    #[test]
+    fn every_policy_lists_v1_and_its_main_resource() {
+        for policy in policies() {
+            let rules = &policy["spec"]["matchConstraints"]["resourceRules"];
+            let rule = &rules[0];
+            assert_eq!(rules.as_array().map(Vec::len), Some(1));
+            assert_eq!(rule["apiVersions"], json!(["v1"]));
+            let resources = rule["resources"].as_array().unwrap();
+            assert!(!resources[0].as_str().unwrap().contains('/'));
+        }
+    }
+}
