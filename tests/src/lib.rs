@@ -6,3 +6,30 @@ pub mod baseline;
 pub mod bench_requests;
 pub mod cluster;
 pub mod router_call;
+
+use std::path::{Path, PathBuf};
+
+/// The repository's root: this crate lives in `tests/`.
+pub fn repository() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the tests crate lives inside the repository")
+        .to_path_buf()
+}
+
+/// Stand-ins for an operator's PEM files (`tls.crt`, `tls.key`, `ca.crt`): kustomize and helm
+/// copy them, neither parses them.
+pub const PEM_STAND_INS: &[(&str, &str)] = &[
+    (
+        "tls.crt",
+        "-----BEGIN CERTIFICATE-----\nserving certificate stand-in\n-----END CERTIFICATE-----\n",
+    ),
+    (
+        "tls.key",
+        "-----BEGIN PRIVATE KEY-----\nprivate key stand-in\n-----END PRIVATE KEY-----\n",
+    ),
+    (
+        "ca.crt",
+        "-----BEGIN CERTIFICATE-----\nCA stand-in\n-----END CERTIFICATE-----\n",
+    ),
+];

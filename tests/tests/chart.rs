@@ -31,28 +31,10 @@ const HELM_LABELS: &[&str] = &[
 /// The namespace the kustomize install uses; the chart takes the release's.
 const NAMESPACE: &str = "volume-health";
 
-/// Stand-ins for an operator's PEM files: neither tool parses them.
-const PEM_FILES: &[(&str, &str)] = &[
-    (
-        "tls.crt",
-        "-----BEGIN CERTIFICATE-----\nserving certificate stand-in\n-----END CERTIFICATE-----\n",
-    ),
-    (
-        "tls.key",
-        "-----BEGIN PRIVATE KEY-----\nprivate key stand-in\n-----END PRIVATE KEY-----\n",
-    ),
-    (
-        "ca.crt",
-        "-----BEGIN CERTIFICATE-----\nCA stand-in\n-----END CERTIFICATE-----\n",
-    ),
-];
+/// Stand-ins for the operator's PEM files.
+const PEM_FILES: &[(&str, &str)] = volume_health_tests::PEM_STAND_INS;
 
-fn repository() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the tests crate lives inside the repository")
-        .to_path_buf()
-}
+use volume_health_tests::repository;
 
 fn chart() -> PathBuf {
     repository().join("charts/volume-health")

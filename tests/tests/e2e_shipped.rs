@@ -483,8 +483,7 @@ impl Column {
                         .patch_status(
                             &self.node,
                             &params,
-                            &Patch::Merge(storage_health(json!([
-                                {"status": "StorageDegraded", "reason": "PoolFull"}]))),
+                            &Patch::Merge(storage_health(json!([degraded()]))),
                         )
                         .await,
                     "storageHealth",
@@ -500,8 +499,7 @@ impl Column {
                         .patch_status(
                             &self.node,
                             &params,
-                            &Patch::Merge(storage_health(json!([
-                                {"status": "StorageDegraded", "reason": "PoolFull"}]))),
+                            &Patch::Merge(storage_health(json!([degraded()]))),
                         )
                         .await,
                     "storageHealth",
@@ -510,9 +508,7 @@ impl Column {
                     if attempt == 0 {
                         let path = format!("/apis/storage.k8s.io/v1/csinodes/{}", self.other_node);
                         let key = format!("/registry/csinodes/{}", self.other_node);
-                        let stored = storage_health(
-                            json!([{"status": "StorageDegraded", "reason": "PoolFull"}]),
-                        );
+                        let stored = storage_health(json!([degraded()]));
                         self.store_in_etcd(&plane.cluster, &path, &key, &stored, "storageHealth")
                             .await;
                     }
@@ -527,8 +523,8 @@ impl Column {
                 Write::CsiNodeStaleEntry => {
                     // The kubelet never removes a driver's entry when the driver unregisters.
                     let patch = json!({"status": {"storageHealth": [
-                        {"name": DRIVER, "healthConditions": [{"status": "StorageDegraded", "reason": "PoolFull"}]},
-                        {"name": "gone.example.com", "healthConditions": [{"status": "StorageDegraded", "reason": "PoolFull"}]}]}});
+                        {"name": DRIVER, "healthConditions": [degraded()]},
+                        {"name": "gone.example.com", "healthConditions": [degraded()]}]}});
                     outcome(
                         nodes(&self.kubelet)
                             .patch_status(&self.node, &params, &Patch::Merge(patch))
@@ -611,6 +607,11 @@ fn write_is_unrelated(write: Write) -> bool {
             | Write::ReviewOwnCsiNode
             | Write::ReviewOtherCsiNode
     )
+}
+
+/// A storage condition a driver reports.
+fn degraded() -> Value {
+    json!({"status": "StorageDegraded", "reason": "PoolFull"})
 }
 
 /// Two conditions the kubelet cannot tell apart (same status, reason, accessMode, volumeMode).

@@ -35,12 +35,7 @@ const ALERTS: &[&str] = &[
 /// Series that Prometheus itself makes for every target rather than reading from /metrics.
 const FROM_PROMETHEUS: &[&str] = &["up"];
 
-fn repository() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the tests crate lives inside the repository")
-        .to_owned()
-}
+use volume_health_tests::repository;
 
 fn component() -> PathBuf {
     repository().join("manifests/components/monitoring")

@@ -13,7 +13,7 @@ use super::pki::Pki;
 
 /// The repository's `manifests/` directory.
 pub fn manifests_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests")
+    crate::repository().join("manifests")
 }
 
 /// One YAML document of `manifests/<relative>`.

@@ -13,12 +13,7 @@ use std::process::{Command, Output};
 /// The languages of the fenced blocks whose lines are commands.
 const SHELL: &[&str] = &["sh", "bash", "console", "shell", "shell-session", "zsh"];
 
-pub(crate) fn repository() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the tests crate lives inside the repository")
-        .to_path_buf()
-}
+pub(crate) use volume_health_tests::repository;
 
 /// README.md and every page of docs/, with their names.
 pub(crate) fn pages() -> Vec<(String, String)> {

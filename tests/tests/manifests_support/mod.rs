@@ -68,21 +68,8 @@ pub(crate) const NATIVE_POLICIES: &str = "components/native-policies";
 /// (and the overlays built on it).
 pub(crate) const PROVIDED_CERTS: &str = "overlays/provided-certs";
 
-/// Stand-ins for the operator's PEM files: kustomize copies them, it does not parse them.
-pub(crate) const PROVIDED_CERT_FILES: &[(&str, &str)] = &[
-    (
-        "tls.crt",
-        "-----BEGIN CERTIFICATE-----\nserving certificate stand-in\n-----END CERTIFICATE-----\n",
-    ),
-    (
-        "tls.key",
-        "-----BEGIN PRIVATE KEY-----\nprivate key stand-in\n-----END PRIVATE KEY-----\n",
-    ),
-    (
-        "ca.crt",
-        "-----BEGIN CERTIFICATE-----\nCA stand-in\n-----END CERTIFICATE-----\n",
-    ),
-];
+/// Stand-ins for the operator's PEM files.
+pub(crate) const PROVIDED_CERT_FILES: &[(&str, &str)] = volume_health_tests::PEM_STAND_INS;
 
 /// The namespace the webhooks run in.
 pub(crate) const NAMESPACE: &str = "volume-health";
