@@ -33,3 +33,18 @@ pub const PEM_STAND_INS: &[(&str, &str)] = &[
         "-----BEGIN CERTIFICATE-----\nCA stand-in\n-----END CERTIFICATE-----\n",
     ),
 ];
+
+/// `value` without null members, as the apiserver serves an object it was given with them.
+pub fn without_nulls(value: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| (k.clone(), without_nulls(v)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(without_nulls).collect()),
+        v => v.clone(),
+    }
+}

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use hyper::Method;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
+use volume_health_tests::without_nulls;
 use volume_health_validation::{
     AdmissionRequest, ConditionIdentity, HealthResource, Operation, RestrictionPolicy, UserInfo,
 };
@@ -627,19 +628,5 @@ async fn wait_dropping(cluster: &Cluster, claims: &str, health: &Value) {
         }
         assert!(Instant::now() < give_up, "drop on save was never applied");
         tokio::time::sleep(Duration::from_millis(300)).await;
-    }
-}
-
-/// `value` without null members: the apiserver writes `lastTransitionTime: null`.
-fn without_nulls(value: &Value) -> Value {
-    match value {
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .filter(|(_, v)| !v.is_null())
-                .map(|(k, v)| (k.clone(), without_nulls(v)))
-                .collect(),
-        ),
-        Value::Array(items) => Value::Array(items.iter().map(without_nulls).collect()),
-        v => v.clone(),
     }
 }

@@ -361,23 +361,16 @@ fn answer(code: u16, body: &Value) -> Answer {
 /// The gated health fields of an object's status, without null members (the apiserver omits
 /// them).
 fn health(object: &Value) -> Value {
-    fn strip(v: &Value) -> Value {
-        match v {
-            Value::Object(map) => Value::Object(
-                map.iter()
-                    .filter(|(_, v)| !v.is_null())
-                    .map(|(k, v)| (k.clone(), strip(v)))
-                    .collect(),
-            ),
-            Value::Array(items) => Value::Array(items.iter().map(strip).collect()),
-            v => v.clone(),
-        }
-    }
     let status = &object["status"];
     let fields: serde_json::Map<String, Value> = ["volumeHealth", "healthStatus", "storageHealth"]
         .iter()
         .filter(|k| !status[**k].is_null())
-        .map(|k| ((*k).to_owned(), strip(&status[*k])))
+        .map(|k| {
+            (
+                (*k).to_owned(),
+                volume_health_tests::without_nulls(&status[*k]),
+            )
+        })
         .collect();
     Value::Object(fields)
 }
