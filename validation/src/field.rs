@@ -1,47 +1,47 @@
 //! Field errors in the shape of apimachinery's `field.Error`.
 //!
-//! Paths are built on the stack as [`Path`] and rendered to a string only when an error is
+//! Paths are built on the stack as [`FieldPath`] and rendered to a string only when an error is
 //! recorded, so valid objects cost no allocation here.
 
 use std::fmt;
 
-use crate::render::GoJson;
+pub use crate::render::GoJson;
 
 /// A field path such as `status.volumeHealth[0].healthConditions[1].reason`, borrowed from the
 /// caller's stack frames. Rendered like apimachinery's `field.Path`.
 #[derive(Clone, Copy, Debug)]
-pub enum Path<'a> {
+pub enum FieldPath<'a> {
     /// A top-level field.
     Root(&'static str),
     /// A named field of a parent path.
-    Child(&'a Path<'a>, &'static str),
+    Child(&'a FieldPath<'a>, &'static str),
     /// A list element of a parent path.
-    Index(&'a Path<'a>, usize),
+    Index(&'a FieldPath<'a>, usize),
 }
 
-impl<'a> Path<'a> {
+impl<'a> FieldPath<'a> {
     /// A top-level field.
     pub const fn root(name: &'static str) -> Self {
-        Path::Root(name)
+        FieldPath::Root(name)
     }
 
     /// The named field below this path.
-    pub fn child(&'a self, name: &'static str) -> Path<'a> {
-        Path::Child(self, name)
+    pub fn child(&'a self, name: &'static str) -> FieldPath<'a> {
+        FieldPath::Child(self, name)
     }
 
     /// The list element `index` of this path.
-    pub fn index(&'a self, index: usize) -> Path<'a> {
-        Path::Index(self, index)
+    pub fn index(&'a self, index: usize) -> FieldPath<'a> {
+        FieldPath::Index(self, index)
     }
 }
 
-impl fmt::Display for Path<'_> {
+impl fmt::Display for FieldPath<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Path::Root(name) => f.write_str(name),
-            Path::Child(parent, name) => write!(f, "{parent}.{name}"),
-            Path::Index(parent, index) => write!(f, "{parent}[{index}]"),
+            FieldPath::Root(name) => f.write_str(name),
+            FieldPath::Child(parent, name) => write!(f, "{parent}.{name}"),
+            FieldPath::Index(parent, index) => write!(f, "{parent}[{index}]"),
         }
     }
 }
@@ -166,7 +166,7 @@ pub struct FieldError {
 
 impl FieldError {
     /// An error of `kind` at `path`.
-    pub fn new(path: &Path<'_>, kind: ErrorKind) -> Self {
+    pub fn new(path: &FieldPath<'_>, kind: ErrorKind) -> Self {
         FieldError {
             field: path.to_string(),
             kind,
@@ -190,13 +190,8 @@ impl std::error::Error for FieldError {}
 /// All errors found in one object, in the order Kubernetes reports them.
 pub type ErrorList = Vec<FieldError>;
 
-/// Most field errors reported for one object. Each entry of an unbounded list can add errors, so a
-/// hostile object could otherwise make an answer many times the size of its request; past this
-/// many, errors are counted, not kept, and the message says how many more there were.
-pub const MAX_REPORTED_ERRORS: usize = 10_000;
-
 /// The errors of one object as they are found, in three runs reported in this order: upstream's
-/// handwritten checks, upstream's declarative checks, then this project's own rule ([`crate::ConditionIdentity`]),
+/// handwritten checks, upstream's declarative checks, then this project's own rule ([`crate::rules::ConditionIdentity`]),
 /// so that the upstream part of a list is exactly what kube-apiserver reports. At most `limit`
 /// are kept.
 #[derive(Debug)]
@@ -226,26 +221,26 @@ impl Errors {
         }
     }
 
-    fn push(list: &mut ErrorList, limit: usize, path: &Path<'_>, kind: ErrorKind) {
+    fn push(list: &mut ErrorList, limit: usize, path: &FieldPath<'_>, kind: ErrorKind) {
         if list.len() < limit {
             list.push(FieldError::new(path, kind));
         }
     }
 
     /// An error of an upstream handwritten check (`pkg/apis/*/validation`).
-    pub(crate) fn handwritten(&mut self, path: &Path<'_>, kind: ErrorKind) {
+    pub(crate) fn handwritten(&mut self, path: &FieldPath<'_>, kind: ErrorKind) {
         self.found += 1;
         Self::push(&mut self.handwritten, self.limit, path, kind);
     }
 
     /// An error of an upstream declarative check (`zz_generated.validations.go`).
-    pub(crate) fn declarative(&mut self, path: &Path<'_>, kind: ErrorKind) {
+    pub(crate) fn declarative(&mut self, path: &FieldPath<'_>, kind: ErrorKind) {
         self.found += 1;
         Self::push(&mut self.declarative, self.limit, path, kind);
     }
 
     /// An error of this project's own rule, which in-tree Kubernetes does not have.
-    pub(crate) fn own(&mut self, path: &Path<'_>, kind: ErrorKind) {
+    pub(crate) fn own(&mut self, path: &FieldPath<'_>, kind: ErrorKind) {
         self.found += 1;
         Self::push(&mut self.own, self.limit, path, kind);
     }
@@ -321,7 +316,7 @@ mod tests {
 
     #[test]
     fn paths_render_like_apimachinery() {
-        let status = Path::root("status");
+        let status = FieldPath::root("status");
         let list = status.child("volumeHealth");
         let item = list.index(0);
         let conditions = item.child("healthConditions");

@@ -1,10 +1,8 @@
 //! Node identity, as the Node authorizer and NodeRestriction recognise it.
 
-use std::fmt;
+use std::borrow::Cow;
 
-use serde::de::{self, Deserialize, Deserializer, SeqAccess, Visitor};
-
-use crate::json::Borrowed;
+use serde::Deserialize;
 
 /// The username prefix of node credentials.
 pub const NODE_USER_PREFIX: &str = "system:node:";
@@ -42,6 +40,10 @@ impl Groups {
         }
     }
 
+    pub(crate) fn with_nodes_group(nodes: bool) -> Self {
+        Groups { nodes }
+    }
+
     /// Whether [`NODES_GROUP`] is one of them.
     pub fn has_nodes_group(self) -> bool {
         self.nodes
@@ -59,41 +61,37 @@ impl Groups {
     }
 }
 
-/// A JSON list of strings, or `null` for none.
-impl<'de> Deserialize<'de> for Groups {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Names;
+/// `userInfo` of an admission request: who writes.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct UserInfo<'a> {
+    /// The username.
+    #[serde(borrow, default)]
+    pub username: Cow<'a, str>,
+    /// The groups, as far as the rules read them.
+    #[serde(default)]
+    pub groups: Groups,
+}
 
-        impl<'de> Visitor<'de> for Names {
-            type Value = Groups;
-
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a sequence of strings")
-            }
-
-            fn visit_none<E: de::Error>(self) -> Result<Groups, E> {
-                Ok(Groups::default())
-            }
-
-            fn visit_unit<E: de::Error>(self) -> Result<Groups, E> {
-                Ok(Groups::default())
-            }
-
-            fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Groups, D::Error> {
-                deserializer.deserialize_seq(self)
-            }
-
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Groups, A::Error> {
-                let mut nodes = false;
-                // Borrowed: a `Cow<str>` element would copy every group name.
-                while let Some(group) = seq.next_element::<Borrowed<'de>>()? {
-                    nodes |= group.0 == NODES_GROUP;
-                }
-                Ok(Groups { nodes })
-            }
+impl<'a> UserInfo<'a> {
+    /// A user with these groups.
+    pub fn new<S: AsRef<str>>(username: impl Into<Cow<'a, str>>, groups: &[S]) -> Self {
+        UserInfo {
+            username: username.into(),
+            groups: Groups::of(groups),
         }
+    }
 
-        deserializer.deserialize_option(Names)
+    /// The kubelet of node `name`: `system:node:<name>` in `system:nodes`.
+    pub fn node(name: &str) -> UserInfo<'static> {
+        UserInfo {
+            username: format!("{NODE_USER_PREFIX}{name}").into(),
+            groups: Groups { nodes: true },
+        }
+    }
+
+    /// The node name when this user is a node (see [`node_name`]).
+    pub fn node_name(&self) -> Option<&str> {
+        self.groups.node_name(&self.username)
     }
 }
 
@@ -119,36 +117,6 @@ mod tests {
         ];
         for (user, groups, want) in cases {
             assert_eq!(node_name(user, groups), *want, "{user:?} {groups:?}");
-        }
-    }
-
-    #[test]
-    fn groups_read_from_json() {
-        let cases: &[(&str, Result<bool, &str>)] = &[
-            (r#"["system:authenticated","system:nodes"]"#, Ok(true)),
-            // Escaped: decoded, not borrowed, and still the nodes group.
-            (r#"["system:node\u0073"]"#, Ok(true)),
-            (r#"["system:nodes "]"#, Ok(false)),
-            ("[]", Ok(false)),
-            ("null", Ok(false)),
-            (
-                r#"["system:nodes",5]"#,
-                Err("invalid type: integer `5`, expected a string at line 1 column 17"),
-            ),
-            (
-                r#"{"0":"system:nodes"}"#,
-                Err("invalid type: map, expected a sequence of strings at line 1 column 0"),
-            ),
-        ];
-        for (json, want) in cases {
-            let got = crate::json::from_str::<Groups>(json)
-                .map(Groups::has_nodes_group)
-                .map_err(|e| e.to_string());
-            assert_eq!(
-                got.as_ref().copied().map_err(String::as_str),
-                *want,
-                "{json}"
-            );
         }
     }
 }

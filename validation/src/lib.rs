@@ -11,93 +11,81 @@
 //! Every field rule is kube-apiserver v1.37.2's in-tree one (`pkg/apis/core/validation`, the
 //! declarative checks generated from `k8s.io/api/core/v1`'s tags, `pkg/apis/storage/validation`),
 //! and so are the NodeRestriction texts, with two exceptions of this project's own: one identity
-//! per storage condition within a driver ([`ConditionIdentity`], on by default, reported after
-//! upstream's errors; [`ConditionIdentity::InTree`] turns it off), and the wording and optional
-//! writer list of the claim `healthStatus` rule ([`Restricted::ClaimHealthByNode`],
+//! per storage condition within a driver ([`rules::ConditionIdentity`], on by default, reported after
+//! upstream's errors; [`rules::ConditionIdentity::InTree`] turns it off), and the wording and optional
+//! writer list of the claim `healthStatus` rule ([`restriction::Restricted::ClaimHealthByNode`],
 //! [`RestrictionPolicy::pvc_health_writers`]). Fields are validated on writes of the `status`
 //! subresource only, as the apiserver does.
 //!
+//! Checking a write before sending it, node restriction included, takes typed k8s-openapi
+//! objects and no JSON:
+//!
 //! ```
 //! use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus, PodVolumeHealth, Volume};
-//! use volume_health_validation::{HealthResource, invalid_status, validate_pod};
+//! use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+//! use volume_health_validation::{
+//!     AdmissionRequest, Operation, RestrictionPolicy, UserInfo, Verdict,
+//! };
 //!
-//! let pod = Pod {
-//!     metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-//!         name: Some("web-0".into()),
-//!         ..Default::default()
-//!     },
+//! let old = Pod {
+//!     metadata: ObjectMeta { name: Some("web-0".into()), ..Default::default() },
 //!     spec: Some(PodSpec {
+//!         node_name: Some("node1".into()),
 //!         volumes: Some(vec![Volume { name: "data".into(), ..Default::default() }]),
 //!         ..Default::default()
 //!     }),
-//!     status: Some(PodStatus {
-//!         volume_health: Some(vec![PodVolumeHealth { name: "logs".into(), ..Default::default() }]),
-//!         ..Default::default()
-//!     }),
+//!     ..Default::default()
 //! };
-//! let errors = validate_pod(&pod, None);
-//! assert_eq!(errors.len(), 1);
-//! assert_eq!(errors[0].to_string(), r#"status.volumeHealth[0].name: Not found: "logs""#);
+//! let mut new = old.clone();
+//! new.status = Some(PodStatus {
+//!     volume_health: Some(vec![PodVolumeHealth { name: "logs".into(), ..Default::default() }]),
+//!     ..Default::default()
+//! });
 //!
-//! let status = invalid_status(HealthResource::Pods, "web-0", &errors);
-//! assert_eq!(status.code, Some(422));
+//! let policy = RestrictionPolicy { gate_enabled: true, ..Default::default() };
+//! let verdict = AdmissionRequest::write(Operation::Update, Some(&new), Some(&old))
+//!     .with_subresource("status")
+//!     .with_user(UserInfo::node("node1"))
+//!     .validate(&policy)?;
+//! let Verdict::Invalid(invalid) = &verdict else { panic!("a volume not in spec.volumes") };
+//! assert_eq!(invalid.errors[0].to_string(), r#"status.volumeHealth[0].name: Not found: "logs""#);
 //! assert_eq!(
-//!     status.message.as_deref(),
+//!     verdict.status().and_then(|s| s.message).as_deref(),
 //!     Some(r#"Pod "web-0" is invalid: status.volumeHealth[0].name: Not found: "logs""#)
 //! );
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! Webhooks read an AdmissionReview body with [`AdmissionReview::parse`], which decodes of its
-//! objects only what the rules read, in the same pass as the rest of the body; the request then
-//! decides with [`AdmissionRequest::validate`] and [`AdmissionRequest::gated_field_to_drop`]. A
-//! program checks a write it is about to send the same way, with a request made in-process by
-//! [`AdmissionRequest::new`] (see `examples/sidecar_pvc_status.rs`).
+//! A webhook reads an AdmissionReview body with [`AdmissionReview::parse`], which checks the
+//! envelope and decodes of its objects only what the rules read, in the same pass as the rest of
+//! the body, and decides the same way. [`validate_pod`], [`validate_pvc`] and
+//! [`validate_csinode`] run the field rules alone.
+//!
+//! The front door is the items below; the rest is in named modules: [`rules`] (the field rules
+//! by list, their limits, [`rules::ConditionIdentity`]), [`restriction`] (the node rules and
+//! their texts), [`admission`] (the verdict's parts and errors), [`field`] (paths and error
+//! kinds), [`status`] (the `Status` an apiserver answers with), [`identity`] (node users).
+//!
+//! This crate selects no k8s-openapi version: the program that depends on it enables `v1_37` or
+//! later, as k8s-openapi asks of libraries.
 
-mod admission;
-mod conditions;
-mod csinode;
-mod entries;
-mod field;
-mod identity;
-pub mod json;
-pub mod names;
-mod objects;
-mod pod;
-mod pvc;
+pub mod admission;
+#[doc(hidden)]
+pub mod decode;
+pub mod field;
+pub mod identity;
 mod render;
-mod request;
 mod resource;
-mod restriction;
-mod status;
-mod view;
+pub mod restriction;
+pub mod rules;
+pub mod status;
 
-pub use admission::{Forbidden, Invalid, Verdict};
-pub use conditions::{
-    ACCESS_MODES, MAX_HEALTH_CONDITIONS, MAX_STORAGE_MESSAGE_BYTES, MAX_STORAGE_REASON_BYTES,
-    MAX_VOLUME_MESSAGE_BYTES, MAX_VOLUME_REASON_BYTES, STORAGE_HEALTH_STATUSES,
-    VOLUME_HEALTH_STATUSES, VOLUME_MODES,
-};
-pub use csinode::{ConditionIdentity, validate_csinode, validate_storage_health};
-pub use field::{
-    ErrorKind, ErrorList, FieldError, GoQuoted, LengthUnit, MAX_REPORTED_ERRORS, Path,
-};
-pub use identity::{Groups, NODE_USER_PREFIX, NODES_GROUP, node_name};
-pub use objects::DecodeError;
-pub use pod::{validate_pod, validate_pod_volume_health};
-pub use pvc::{validate_pvc, validate_volume_health_status};
-pub use render::GoJson;
-pub use request::{
-    AdmissionRequest, AdmissionReview, GroupVersionResource, RequestError, UnknownOperation,
-    UserInfo,
-};
+pub use admission::{AdmissionRequest, AdmissionReview, Verdict};
+pub use field::{ErrorList, FieldError};
+pub use identity::UserInfo;
 pub use resource::{HealthResource, Operation};
-pub use restriction::{
-    CSINODE_OTHER_NODE, CSINODE_STATUS_GATED, Restricted, RestrictionInput, RestrictionPolicy,
-    check_restrictions,
-};
-pub use status::{
-    bad_request_status, error_chain, forbidden_status, invalid_message, invalid_status,
-};
+pub use restriction::RestrictionPolicy;
+pub use rules::{validate_csinode, validate_pod, validate_pvc};
 
 #[cfg(test)]
 mod tests;

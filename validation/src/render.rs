@@ -7,7 +7,7 @@ use std::fmt::{self, Write};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use crate::view::{PodVolumeHealthView, RawList, StorageConditionView, VolumeConditionView, Walk};
+use crate::decode::{PodVolumeHealthView, RawList, StorageConditionView, VolumeConditionView, Walk};
 
 /// A string as Go's `encoding/json` writes it: HTML-safe (`<`, `>`, `&` escaped), `\b`, `\f`,
 /// `\n`, `\r`, `\t` and other control characters below U+0020 escaped, U+2028 and U+2029
@@ -122,7 +122,7 @@ pub(crate) fn storage_condition(condition: &StorageConditionView<'_>) -> String 
     out
 }
 
-fn walk_items<'a, T: serde::Deserialize<'a> + crate::view::Fingerprinted>(
+fn walk_items<'a, T: serde::Deserialize<'a> + crate::decode::Fingerprinted>(
     list: &RawList<'a, T>,
     mut visit: impl FnMut(usize, &T),
 ) {
@@ -156,7 +156,7 @@ mod tests {
     }
 
     fn entry(json: &str) -> String {
-        let entry: PodVolumeHealthView<'_> = crate::json::from_str(json).unwrap();
+        let entry: PodVolumeHealthView<'_> = crate::decode::json::from_str(json).unwrap();
         pod_volume_health(&entry)
     }
 
@@ -193,7 +193,7 @@ mod tests {
     #[test]
     fn storage_conditions_write_set_pointers() {
         let render = |json: &str| {
-            let c: StorageConditionView<'_> = crate::json::from_str(json).unwrap();
+            let c: StorageConditionView<'_> = crate::decode::json::from_str(json).unwrap();
             storage_condition(&c)
         };
         assert_eq!(

@@ -1,6 +1,23 @@
 //! The three resources that carry volume health, and the request facts the rules key on.
 
+use std::borrow::Cow;
 use std::fmt;
+
+use serde::Deserialize;
+
+/// `request.resource` of an admission request.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct GroupVersionResource<'a> {
+    /// API group, `""` for core.
+    #[serde(borrow, default)]
+    pub group: Cow<'a, str>,
+    /// Version.
+    #[serde(borrow, default)]
+    pub version: Cow<'a, str>,
+    /// Plural resource.
+    #[serde(borrow, default)]
+    pub resource: Cow<'a, str>,
+}
 
 /// A resource with a volume health field.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

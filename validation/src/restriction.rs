@@ -2,7 +2,7 @@
 
 use std::collections::HashSet;
 
-use crate::csinode::ConditionIdentity;
+use crate::rules::ConditionIdentity;
 use crate::field::GoQuoted;
 use crate::resource::{HealthResource, Operation};
 
@@ -25,7 +25,7 @@ pub struct RestrictionInput<'a> {
     pub operation: Operation,
     /// `userInfo.username`.
     pub username: &'a str,
-    /// The node name when the user is a node (see [`crate::node_name`]).
+    /// The node name when the user is a node (see [`crate::identity::node_name`]).
     pub node: Option<&'a str>,
     /// The object's name on CREATE, the request's name otherwise.
     pub target_name: &'a str,
@@ -45,6 +45,11 @@ pub struct RestrictionPolicy {
     /// Whether a driver's storage conditions must each have their own identity (on by
     /// default) or are checked exactly as in-tree.
     pub storage_condition_identity: ConditionIdentity,
+    /// When set, at most this many field errors are kept for one object and the rest counted
+    /// ([`Invalid::omitted`](crate::admission::Invalid::omitted)); a server answering untrusted
+    /// writers sets [`MAX_REPORTED_ERRORS`](crate::status::MAX_REPORTED_ERRORS). `None`: every
+    /// error.
+    pub error_limit: Option<usize>,
 }
 
 /// Why the node restriction refuses a write: the reason of its 403, as upstream words it.
@@ -73,7 +78,7 @@ pub enum Restricted {
     ClaimHealthByUser(String),
 }
 
-/// Checks the request; `Err` holds the reason of the 403 (see [`crate::forbidden_status`]).
+/// Checks the request; `Err` holds the reason of the 403 (see [`crate::status::forbidden_status`]).
 pub fn check_restrictions(
     input: &RestrictionInput<'_>,
     policy: &RestrictionPolicy,
@@ -160,6 +165,7 @@ mod tests {
             gate_enabled: true,
             pvc_health_writers: None,
             storage_condition_identity: Default::default(),
+            error_limit: None,
         }
     }
 
@@ -272,6 +278,7 @@ mod tests {
             gate_enabled: true,
             pvc_health_writers: Some(HashSet::from([monitor.to_owned()])),
             storage_condition_identity: Default::default(),
+            error_limit: None,
         };
         let base = RestrictionInput {
             node: None,

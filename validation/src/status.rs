@@ -7,6 +7,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Status, StatusCause, Status
 use crate::field::{FieldError, GoQuoted};
 use crate::resource::HealthResource;
 
+/// Most field errors a server reports for one object
+/// ([`RestrictionPolicy::error_limit`](crate::RestrictionPolicy::error_limit)). Each entry of an
+/// unbounded list can add errors, so a hostile object could otherwise make an answer many times
+/// the size of its request; past this many, errors are counted, not kept, and the message says
+/// how many more there were.
+pub const MAX_REPORTED_ERRORS: usize = 10_000;
+
 /// The message of a 422, as `apierrors.NewInvalid` prints it:
 /// `<Kind> "<name>" is invalid: <err>` for one error, `[<e1>, <e2>]` for several, each distinct
 /// string once.
@@ -140,10 +147,10 @@ fn non_empty(s: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::field::{ErrorKind, Path};
+    use crate::field::{ErrorKind, FieldPath};
 
     fn required(path: &str) -> FieldError {
-        FieldError::new(&Path::root("x"), ErrorKind::Required).at(path)
+        FieldError::new(&FieldPath::root("x"), ErrorKind::Required).at(path)
     }
 
     impl FieldError {

@@ -4,6 +4,11 @@
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
+use crate::admission::*;
+use crate::field::*;
+use crate::identity::*;
+use crate::restriction::*;
+use crate::rules::*;
 use crate::*;
 
 /// The parts of an admission request the decisions read, objects as JSON text.
@@ -35,13 +40,10 @@ struct Undecoded {
     message: String,
 }
 
-fn undecoded(err: RequestError) -> Undecoded {
-    match err {
-        RequestError::Decode(err) => Undecoded {
-            field: err.field,
-            message: err.to_string(),
-        },
-        RequestError::Operation(err) => panic!("{err}"),
+fn undecoded(err: DecodeError) -> Undecoded {
+    Undecoded {
+        field: err.field(),
+        message: err.to_string(),
     }
 }
 
@@ -303,7 +305,7 @@ fn reason_required_length_and_format() {
         invalid,
         [format!(
             r#"{PVC_C0}.reason: Invalid value: "1abc": {}"#,
-            names::CONDITION_REASON_DETAIL
+            crate::rules::names::CONDITION_REASON_DETAIL
         )]
     );
     assert!(pvc_errors(json!([cond("Degraded", "ReasonA,ReasonB:C_1")])).is_empty());
@@ -449,7 +451,7 @@ fn reason_invalid(path: &str, reason: &str) -> String {
     format!(
         "{path}.reason: Invalid value: {}: {}",
         GoQuoted(reason),
-        names::CONDITION_REASON_DETAIL
+        crate::rules::names::CONDITION_REASON_DETAIL
     )
 }
 
@@ -643,7 +645,7 @@ fn csinode_driver_names() {
     assert_eq!(long.len(), 64);
     let long_bad = format!("{}_", "a".repeat(63));
     let too_long_dns = "a".repeat(254);
-    let dns = names::DNS1123_SUBDOMAIN_DETAIL;
+    let dns = crate::rules::names::DNS1123_SUBDOMAIN_DETAIL;
     check_rows(vec![
         row(
             STORAGE_HEALTH,
@@ -896,7 +898,7 @@ fn errors_in_kubernetes_order() {
                 "status.storageHealth[0].healthConditions[0].reason: Too long: may not be more than 256 bytes",
                 &format!(
                     r#"status.storageHealth[1].name: Invalid value: "Bad_Name": {}"#,
-                    names::DNS1123_SUBDOMAIN_DETAIL
+                    crate::rules::names::DNS1123_SUBDOMAIN_DETAIL
                 ),
             ],
         )
@@ -1040,7 +1042,7 @@ fn storage_condition_identity() {
             {"name": "csi.example.com", "healthConditions": twice.clone()},
             {"name": "Bad_Name"}
         ])), &[
-            &format!(r#"status.storageHealth[1].name: Invalid value: "Bad_Name": {}"#, names::DNS1123_SUBDOMAIN_DETAIL),
+            &format!(r#"status.storageHealth[1].name: Invalid value: "Bad_Name": {}"#, crate::rules::names::DNS1123_SUBDOMAIN_DETAIL),
             dup,
         ])
         .what("after upstream's errors"),
@@ -1243,6 +1245,7 @@ mod admission_decisions {
             gate_enabled: enabled,
             pvc_health_writers: None,
             storage_condition_identity: Default::default(),
+            error_limit: None,
         }
     }
 

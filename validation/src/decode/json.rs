@@ -79,7 +79,7 @@ pub fn strict<'de, D: Deserializer<'de>>(inner: D) -> Strict<D> {
 #[derive(Debug)]
 pub struct Strict<D>(D, Lists);
 
-/// How the lists of views ([`crate::view::RawList`]) are read.
+/// How the lists of views ([`crate::decode::view::RawList`]) are read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Lists {
     /// Each list's text is kept, so that a list of any length can be walked again.
@@ -89,7 +89,7 @@ pub(crate) enum Lists {
     Held,
 }
 
-/// The name by which a [`crate::view::RawList`] asks for a list: `Lists::Held` reads it as a
+/// The name by which a [`crate::decode::view::RawList`] asks for a list: `Lists::Held` reads it as a
 /// sequence; anything else reads it as a newtype, which serde_json captures as raw text.
 pub(crate) const LIST: &str = "$volume_health::RawList";
 

@@ -7,13 +7,13 @@
 
 use k8s_openapi::api::storage::v1::{CSINode, StorageHealth};
 
-use crate::conditions::{
+use super::conditions::{
     MAX_HEALTH_CONDITIONS, check_bytes, check_storage_condition, check_storage_identities,
 };
-use crate::entries::{OldEntries, walk_names};
-use crate::field::{ErrorKind, ErrorList, Errors, GoQuoted, Path};
-use crate::names::{CSI_DRIVER_NAME_MAX_LEN, dns1123_subdomain_errors, go_to_lower};
-use crate::view::{RawList, StorageHealthView, Walk, same_list, typed_list_text};
+use super::entries::{OldEntries, walk_names};
+use crate::field::{ErrorKind, ErrorList, Errors, GoQuoted, FieldPath};
+use super::names::{CSI_DRIVER_NAME_MAX_LEN, dns1123_subdomain_errors, go_to_lower};
+use crate::decode::{RawList, StorageHealthView, Walk, same_list, typed_storage_health};
 
 /// Whether two conditions of one driver may share (status, reason, accessMode, volumeMode): this
 /// project's own rule. In-tree Kubernetes v1.37.2 accepts such duplicates (the list
@@ -58,11 +58,10 @@ pub fn validate_storage_health(
     old: Option<&[StorageHealth]>,
     identity: ConditionIdentity,
 ) -> ErrorList {
-    let (new, old) = (new.map(typed_list_text), old.map(typed_list_text));
     let mut errors = Errors::default();
     check_storage_health(
-        new.as_deref().map(RawList::read_typed).as_ref(),
-        old.as_deref().map(RawList::read_typed).as_ref(),
+        new.map(typed_storage_health).as_ref(),
+        old.map(typed_storage_health).as_ref(),
         identity,
         &mut errors,
     );
@@ -76,7 +75,7 @@ pub(crate) fn check_storage_health<'a>(
     errors: &mut Errors,
 ) {
     let Some(new) = new else { return };
-    let status = Path::root("status");
+    let status = FieldPath::root("status");
     let list = status.child("storageHealth");
     // ValidateCSINodeStatusUpdate: a name seen before, then the entry itself.
     walk_names(new, |i, entry, first| {
@@ -115,7 +114,7 @@ pub(crate) fn check_storage_health<'a>(
 /// `validateStorageHealth`: the name as `ValidateCSIDriverName` checks `spec.drivers[*].name`
 /// (TooLong before Invalid; the Invalid value is the name as written), then the conditions,
 /// of which more than [`MAX_HEALTH_CONDITIONS`] get TooMany and nothing more.
-fn check_entry(item: &Path<'_>, entry: &StorageHealthView<'_>, errors: &mut Errors) {
+fn check_entry(item: &FieldPath<'_>, entry: &StorageHealthView<'_>, errors: &mut Errors) {
     let name = &*entry.name;
     let name_path = item.child("name");
     if name.is_empty() {

@@ -1,98 +1,22 @@
 //! The decisions for one admission request: node restriction, then field validation, and the
-//! drop-on-save decision, over the views of its objects (see [`crate::view`]).
+//! drop-on-save decision, over the views of its objects.
 
 use std::collections::HashSet;
-use std::sync::Arc;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
-
-use crate::csinode::check_storage_health;
-use crate::field::{ErrorList, Errors, MAX_REPORTED_ERRORS};
-use crate::objects::{DecodeError, Slot};
-use crate::pod::check_pod_volume_health;
-use crate::pvc::check_volume_health_status;
-use crate::request::AdmissionRequest;
+use super::{AdmissionRequest, Forbidden, Invalid, Verdict};
+use crate::decode::{ClaimView, CsiNodeView, DecodeError, NameView, PodView, RawList, Slot, Walk, hash128};
+use crate::field::Errors;
 use crate::resource::{HealthResource, Operation};
-use crate::restriction::{Restricted, RestrictionInput, RestrictionPolicy, check_restrictions};
-use crate::status::{forbidden_status, invalid_status_omitting};
-use crate::view::{ClaimView, CsiNodeView, NameView, PodView, RawList, Walk, hash128};
-
-/// The answer of the validating webhook.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Verdict {
-    /// Nothing to object to.
-    Allowed,
-    /// A node restriction denies the request (403, checked before any field).
-    Forbidden(Forbidden),
-    /// Field validation failed (422).
-    Invalid(Invalid),
-}
-
-impl Verdict {
-    /// The `Status` of a denial; `None` when allowed.
-    pub fn status(&self) -> Option<Status> {
-        match self {
-            Verdict::Allowed => None,
-            Verdict::Forbidden(forbidden) => Some(forbidden.status()),
-            Verdict::Invalid(invalid) => Some(invalid.status()),
-        }
-    }
-
-    /// A short label for logs and metrics: `allowed`, `forbidden` or `invalid`.
-    pub fn label(&self) -> &'static str {
-        match self {
-            Verdict::Allowed => "allowed",
-            Verdict::Forbidden(_) => "forbidden",
-            Verdict::Invalid(_) => "invalid",
-        }
-    }
-}
-
-/// A write the node restriction refuses.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Forbidden {
-    /// The resource written.
-    pub resource: HealthResource,
-    /// The name printed in the message.
-    pub name: String,
-    /// What the restriction says.
-    pub reason: Restricted,
-}
-
-impl Forbidden {
-    /// The 403 `Status` the apiserver answers with.
-    pub fn status(&self) -> Status {
-        forbidden_status(self.resource, &self.name, &self.reason.to_string())
-    }
-}
-
-/// An object that field validation refuses.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Invalid {
-    /// The resource written.
-    pub resource: HealthResource,
-    /// The object's name.
-    pub name: String,
-    /// The errors, in Kubernetes order: all of them, or the first
-    /// [`MAX_REPORTED_ERRORS`].
-    pub errors: ErrorList,
-    /// How many more errors there were.
-    pub omitted: usize,
-}
-
-impl Invalid {
-    /// The 422 `Status` the apiserver answers with.
-    pub fn status(&self) -> Status {
-        invalid_status_omitting(self.resource, &self.name, &self.errors, self.omitted)
-    }
-}
+use crate::restriction::{RestrictionInput, RestrictionPolicy, check_restrictions};
+use crate::rules::{check_pod_volume_health, check_storage_health, check_volume_health_status};
 
 /// What the decisions read of a request: its resource and operation, known to be ones with
 /// rules here.
 pub(crate) struct Target<'r, 'a> {
     pub(crate) request: &'r AdmissionRequest<'a>,
     pub(crate) resource: HealthResource,
-    pub(crate) operation: Operation,
+    /// `object` and `oldObject`.
+    pub(crate) objects: (&'r Slot<'a>, &'r Slot<'a>),
 }
 
 /// Whether the rules of this project cover a subresource: the object itself or `status`.
@@ -117,17 +41,17 @@ impl<'r, 'a> Target<'r, 'a> {
         self.request.name()
     }
 
-    fn objects(&self) -> (&'r Slot<'a>, &'r Slot<'a>) {
-        (&self.request.object, &self.request.old_object)
+    fn operation(&self) -> Operation {
+        self.request.operation
     }
 
     /// The validating webhook's decision: node restriction first, then field validation of the
     /// new object against the old one.
-    pub(crate) fn validate(&self, policy: &RestrictionPolicy) -> Result<Verdict, Arc<DecodeError>> {
-        if !covered(self.subresource()) || self.operation == Operation::Connect {
+    pub(crate) fn validate(&self, policy: &RestrictionPolicy) -> Result<Verdict, DecodeError> {
+        if !covered(self.subresource()) || self.operation() == Operation::Connect {
             return Ok(Verdict::Allowed);
         }
-        let (new, old) = self.objects();
+        let (new, old) = self.objects;
         match self.resource {
             HealthResource::Pods => {
                 let (new, old) = (new.as_pod()?, old.as_pod()?);
@@ -140,7 +64,7 @@ impl<'r, 'a> Target<'r, 'a> {
                     return Ok(Verdict::Allowed);
                 };
                 let volumes = NameSet::default();
-                let mut errors = Errors::with_limit(MAX_REPORTED_ERRORS);
+                let mut errors = Errors::with_limit(policy.error_limit.unwrap_or(usize::MAX));
                 check_pod_volume_health(
                     new.volume_health(),
                     old.and_then(PodView::volume_health),
@@ -153,7 +77,7 @@ impl<'r, 'a> Target<'r, 'a> {
                 let (new, old) = (new.as_claim()?, old.as_claim()?);
                 let new_health = new.and_then(ClaimView::health_status);
                 let old_health = old.and_then(ClaimView::health_status);
-                let changed = self.operation == Operation::Update && new_health != old_health;
+                let changed = self.operation() == Operation::Update && new_health != old_health;
                 let object_name = new.and_then(|n| n.metadata.name.as_deref());
                 if let Some(denied) = self.restrict(object_name, None, changed, policy) {
                     return Ok(denied);
@@ -161,7 +85,7 @@ impl<'r, 'a> Target<'r, 'a> {
                 if !validates_fields(self.subresource()) {
                     return Ok(Verdict::Allowed);
                 }
-                let mut errors = Errors::with_limit(MAX_REPORTED_ERRORS);
+                let mut errors = Errors::with_limit(policy.error_limit.unwrap_or(usize::MAX));
                 check_volume_health_status(new_health, old_health, &mut errors);
                 Ok(self.invalid_or_allowed(object_name, errors))
             }
@@ -174,7 +98,7 @@ impl<'r, 'a> Target<'r, 'a> {
                 let Some(new) = new.filter(|_| validates_fields(self.subresource())) else {
                     return Ok(Verdict::Allowed);
                 };
-                let mut errors = Errors::with_limit(MAX_REPORTED_ERRORS);
+                let mut errors = Errors::with_limit(policy.error_limit.unwrap_or(usize::MAX));
                 check_storage_health(
                     new.storage_health(),
                     old.and_then(CsiNodeView::storage_health),
@@ -195,7 +119,7 @@ impl<'r, 'a> Target<'r, 'a> {
         policy: &RestrictionPolicy,
     ) -> Option<Verdict> {
         let name = self.name();
-        let target_name = match self.operation {
+        let target_name = match self.operation() {
             Operation::Create => object_name.unwrap_or(name),
             _ => name,
         };
@@ -203,7 +127,7 @@ impl<'r, 'a> Target<'r, 'a> {
         let restriction = RestrictionInput {
             resource: self.resource,
             subresource: self.subresource(),
-            operation: self.operation,
+            operation: self.operation(),
             username: &user.username,
             node: user.node_name(),
             target_name,
@@ -243,14 +167,14 @@ impl<'r, 'a> Target<'r, 'a> {
     pub(crate) fn gated_field_to_drop(
         &self,
         gate_enabled: bool,
-    ) -> Result<Option<&'static str>, Arc<DecodeError>> {
+    ) -> Result<Option<&'static str>, DecodeError> {
         if gate_enabled
             || !covered(self.subresource())
-            || !matches!(self.operation, Operation::Create | Operation::Update)
+            || !matches!(self.operation(), Operation::Create | Operation::Update)
         {
             return Ok(None);
         }
-        let (new, old) = self.objects();
+        let (new, old) = self.objects;
         if matches!(new, Slot::Absent) || !new.gated_in_use()? {
             return Ok(None);
         }

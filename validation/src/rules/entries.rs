@@ -9,8 +9,8 @@ use std::collections::{HashMap, HashSet};
 
 use serde::Deserialize;
 
-use crate::conditions::Conditions;
-use crate::view::{
+use super::conditions::Conditions;
+use crate::decode::{
     Fingerprinted, PodVolumeHealthView, RawList, StorageConditionView, StorageHealthView,
     VolumeConditionView, Walk, hash128,
 };

@@ -3,7 +3,7 @@
 //! A list in an object may be as long as the body allows: millions of `{}` in 7 MiB. Decoded
 //! into structs it would take many times its own size. So a [`RawList`] holds its items only
 //! when there are at most [`HELD_ITEMS`] of them, which is what a review carries (at most 16
-//! conditions, a few volumes). [`crate::json::from_str`] reads those in the one pass over the
+//! conditions, a few volumes). [`crate::decode::json::from_str`] reads those in the one pass over the
 //! body. A longer list makes that pass fail, and the body is read again with each list's text
 //! captured (borrowed from the body): such a list keeps its text, its length and a fingerprint
 //! for equality, and each rule walks it by decoding the items one at a time. Either way every
@@ -19,7 +19,7 @@ use std::sync::LazyLock;
 use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
-use crate::json;
+use crate::decode::json;
 
 /// Lists of at most this many items are held decoded after their read, so the rules' several
 /// walks over a short list (the health conditions, a pod's volumes) decode it once. Longer lists
@@ -35,7 +35,7 @@ pub(crate) struct RawList<'a, T> {
 
 enum Items<'a, T> {
     /// Every item: the list has at most [`HELD_ITEMS`]. The text is there when the list was read
-    /// from it (see [`crate::json::Lists`]).
+    /// from it (see [`crate::decode::json::Lists`]).
     Held {
         items: Vec<T>,
         text: Option<&'a RawValue>,
@@ -104,9 +104,13 @@ impl<'a, T: Deserialize<'a> + Fingerprinted> RawList<'a, T> {
         })
     }
 
-    /// Reads a list that [`typed_list_text`] wrote.
-    pub(crate) fn read_typed(text: &'a RawValue) -> Self {
-        Self::read(text).expect("a list serialized from k8s-openapi types reads back")
+    /// A list of items already decoded, held whatever their number: the caller holds them
+    /// already (a typed object).
+    pub(crate) fn from_items(items: Vec<T>) -> Self {
+        RawList {
+            len: items.len(),
+            items: Items::Held { items, text: None },
+        }
     }
 
     /// Calls `visit` with each item in order until it says stop.
@@ -227,7 +231,7 @@ where
     }
 }
 
-/// Reads a list as [`crate::json::Lists`] says: its text captured, or its items held.
+/// Reads a list as [`crate::decode::json::Lists`] says: its text captured, or its items held.
 struct ListVisitor<'a, T>(PhantomData<fn() -> RawList<'a, T>>);
 
 impl<'de: 'a, 'a, T> Visitor<'de> for ListVisitor<'a, T>
@@ -352,13 +356,6 @@ impl Fingerprint {
     }
 }
 
-/// The JSON text of a typed list, for the typed entry points, which read it as the webhooks read
-/// a review's: one implementation of the rules.
-pub(crate) fn typed_list_text<T: serde::Serialize>(items: &[T]) -> Box<RawValue> {
-    // k8s-openapi types are structs of strings, lists and timestamps: always JSON.
-    serde_json::value::to_raw_value(items).expect("k8s-openapi types serialize to JSON")
-}
-
 /// The 128-bit keyed hash of one value, for sets of names that need not keep the names.
 pub(crate) fn hash128<T: Hash + ?Sized>(value: &T) -> u128 {
     (u128::from(KEYS.0.hash_one(value)) << 64) | u128::from(KEYS.1.hash_one(value))
@@ -392,7 +389,7 @@ mod tests {
     }
 
     fn list(json: &str) -> RawList<'_, Item<'_>> {
-        crate::json::from_str(json).unwrap_or_else(|e| panic!("{json}: {e}"))
+        crate::decode::json::from_str(json).unwrap_or_else(|e| panic!("{json}: {e}"))
     }
 
     #[test]
@@ -440,7 +437,7 @@ mod tests {
     fn items_of_the_wrong_type_fail_the_read() {
         for json in [r#"[{"name":"x"}, 7]"#, r#"[["x"]]"#, r#"{"name":"x"}"#] {
             assert!(
-                crate::json::from_str::<RawList<'_, Item<'_>>>(json).is_err(),
+                crate::decode::json::from_str::<RawList<'_, Item<'_>>>(json).is_err(),
                 "{json}"
             );
         }
@@ -473,8 +470,8 @@ mod tests {
             r#"{"items":[{"name":"a"}"#.to_owned(),
         ];
         for text in &texts {
-            let first = crate::json::from_str::<Doc<'_>>(text);
-            let captured = crate::json::from_str_seed(text, PhantomData::<Doc<'_>>);
+            let first = crate::decode::json::from_str::<Doc<'_>>(text);
+            let captured = crate::decode::json::from_str_seed(text, PhantomData::<Doc<'_>>);
             match (first, captured) {
                 (Ok(first), Ok(captured)) => {
                     assert_eq!(first, captured, "{text}");

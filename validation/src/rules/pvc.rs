@@ -2,10 +2,9 @@
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, VolumeHealthStatus};
 
-use crate::conditions::{check_volume_conditions, check_volume_reasons};
-use crate::field::{ErrorList, Errors, Path};
-use crate::json;
-use crate::view::HealthStatusView;
+use super::conditions::{check_volume_conditions, check_volume_reasons};
+use crate::field::{ErrorList, Errors, FieldPath};
+use crate::decode::{HealthStatusView, typed_health_status};
 
 /// Validates a claim's `status.healthStatus`, ratcheting against `old` on update.
 ///
@@ -43,15 +42,10 @@ pub fn validate_volume_health_status(
     new: Option<&VolumeHealthStatus>,
     old: Option<&VolumeHealthStatus>,
 ) -> ErrorList {
-    // Read as the webhooks read a review, so that there is one implementation of the rules.
-    let text = |status: &VolumeHealthStatus| {
-        serde_json::to_string(status).expect("k8s-openapi types serialize to JSON")
-    };
-    let (new, old) = (new.map(text), old.map(text));
     let mut errors = Errors::default();
     check_volume_health_status(
-        new.as_deref().map(read_typed).as_ref(),
-        old.as_deref().map(read_typed).as_ref(),
+        new.map(typed_health_status).as_ref(),
+        old.map(typed_health_status).as_ref(),
         &mut errors,
     );
     errors.into_list()
@@ -67,17 +61,13 @@ pub(crate) fn check_volume_health_status<'a>(
     errors: &mut Errors,
 ) {
     let Some(new) = new else { return };
-    let status = Path::root("status");
+    let status = FieldPath::root("status");
     let health = status.child("healthStatus");
     let path = health.child("healthConditions");
     let conditions = new.health_conditions.as_ref();
     check_volume_reasons(&path, conditions, errors);
     let old = old.and_then(|old| old.health_conditions.as_ref());
     check_volume_conditions(&path, conditions, old, errors);
-}
-
-fn read_typed(text: &str) -> HealthStatusView<'_> {
-    json::from_str(text).expect("a status serialized from k8s-openapi types reads back")
 }
 
 fn health_status(claim: Option<&PersistentVolumeClaim>) -> Option<&VolumeHealthStatus> {

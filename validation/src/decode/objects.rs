@@ -8,21 +8,31 @@ use serde::Deserialize;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny};
 use serde_json::value::RawValue;
 
-use crate::json;
+use crate::decode::json;
 use crate::resource::HealthResource;
-use crate::view::{ClaimView, CsiNodeView, ObjectVisitor, PodView};
+use crate::decode::view::{ClaimView, CsiNodeView, ObjectVisitor, PodView};
 
-/// An object in the request could not be decoded as its kind.
-#[derive(Debug, thiserror::Error)]
+/// An object in the request could not be decoded as its kind. Cheap to clone: the request keeps
+/// it, and each decision that reads the object returns it.
+#[derive(Clone, Debug, thiserror::Error)]
 #[error("failed to decode {field} as {kind}")]
 pub struct DecodeError {
-    /// `object` or `oldObject`.
-    pub field: &'static str,
-    /// The kind it should have been.
-    pub kind: &'static str,
-    /// What serde found wrong.
+    field: &'static str,
+    kind: &'static str,
     #[source]
-    pub source: serde_json::Error,
+    source: Arc<serde_json::Error>,
+}
+
+impl DecodeError {
+    /// `object` or `oldObject`.
+    pub fn field(&self) -> &'static str {
+        self.field
+    }
+
+    /// The kind it should have been.
+    pub fn kind(&self) -> &'static str {
+        self.kind
+    }
 }
 
 /// `object` or `oldObject` of a request.
@@ -43,10 +53,10 @@ pub(crate) enum Slot<'a> {
 /// An object that is not its kind: why, and what drop on save reads of it all the same.
 pub(crate) struct Undecodable {
     /// Shared with the decisions that report it.
-    pub(crate) error: Arc<DecodeError>,
+    pub(crate) error: DecodeError,
     /// Whether the gated field is in use, read leniently (only `status.<field>`): drop on save
     /// answers for an object whose other parts are malformed, as it always has.
-    pub(crate) gated_in_use: Result<bool, Arc<DecodeError>>,
+    pub(crate) gated_in_use: Result<bool, DecodeError>,
 }
 
 impl<'a> Slot<'a> {
@@ -84,12 +94,10 @@ impl<'a> Slot<'a> {
             };
         };
         json::from_str_views(raw.get(), SlotSeed(resource)).unwrap_or_else(|source| {
-            let error = |source| {
-                Arc::new(DecodeError {
-                    field,
-                    kind: resource.kind(),
-                    source,
-                })
+            let error = |source| DecodeError {
+                field,
+                kind: resource.kind(),
+                source: Arc::new(source),
             };
             let gated_in_use = gated_in_use(resource, raw).map_err(error);
             let error = error(source);
@@ -100,26 +108,26 @@ impl<'a> Slot<'a> {
         })
     }
 
-    pub(crate) fn as_pod(&self) -> Result<Option<&PodView<'a>>, Arc<DecodeError>> {
+    pub(crate) fn as_pod(&self) -> Result<Option<&PodView<'a>>, DecodeError> {
         match self {
             Slot::Pod(view) => Ok(Some(view)),
-            Slot::Undecodable(bad) => Err(Arc::clone(&bad.error)),
+            Slot::Undecodable(bad) => Err(bad.error.clone()),
             _ => Ok(None),
         }
     }
 
-    pub(crate) fn as_claim(&self) -> Result<Option<&ClaimView<'a>>, Arc<DecodeError>> {
+    pub(crate) fn as_claim(&self) -> Result<Option<&ClaimView<'a>>, DecodeError> {
         match self {
             Slot::Claim(view) => Ok(Some(view)),
-            Slot::Undecodable(bad) => Err(Arc::clone(&bad.error)),
+            Slot::Undecodable(bad) => Err(bad.error.clone()),
             _ => Ok(None),
         }
     }
 
-    pub(crate) fn as_csinode(&self) -> Result<Option<&CsiNodeView<'a>>, Arc<DecodeError>> {
+    pub(crate) fn as_csinode(&self) -> Result<Option<&CsiNodeView<'a>>, DecodeError> {
         match self {
             Slot::CsiNode(view) => Ok(Some(view)),
-            Slot::Undecodable(bad) => Err(Arc::clone(&bad.error)),
+            Slot::Undecodable(bad) => Err(bad.error.clone()),
             _ => Ok(None),
         }
     }
@@ -128,7 +136,7 @@ impl<'a> Slot<'a> {
     /// non-empty. The same test tells whether a new object carries a value worth dropping: an
     /// empty list or `null` decodes to the same typed object as an absent field, so removing it
     /// would change nothing.
-    pub(crate) fn gated_in_use(&self) -> Result<bool, Arc<DecodeError>> {
+    pub(crate) fn gated_in_use(&self) -> Result<bool, DecodeError> {
         match self {
             Slot::Absent | Slot::Other => Ok(false),
             Slot::Pod(view) => Ok(view.volume_health().is_some_and(|l| l.len() > 0)),

@@ -10,10 +10,10 @@
 
 use std::borrow::Cow;
 
-use crate::field::{ErrorKind, Errors, LengthUnit, Path};
-use crate::names::{CONDITION_REASON_DETAIL, is_condition_reason};
+use crate::field::{ErrorKind, Errors, LengthUnit, FieldPath};
+use super::names::{CONDITION_REASON_DETAIL, is_condition_reason};
 use crate::render;
-use crate::view::{RawList, StorageConditionView, VolumeConditionView, Walk, same_list};
+use crate::decode::{RawList, StorageConditionView, VolumeConditionView, Walk, same_list};
 
 /// Most conditions one health entry may carry.
 pub const MAX_HEALTH_CONDITIONS: usize = 16;
@@ -62,7 +62,7 @@ fn same_key(a: &VolumeConditionView<'_>, b: &VolumeConditionView<'_>) -> bool {
 /// `validateVolumeHealthConditions` (validation.go, handwritten): the reason format of every
 /// condition, whatever the list's length; never ratcheted.
 pub(crate) fn check_volume_reasons(
-    path: &Path<'_>,
+    path: &FieldPath<'_>,
     list: Conditions<'_, '_, VolumeConditionView<'_>>,
     errors: &mut Errors,
 ) {
@@ -74,7 +74,7 @@ pub(crate) fn check_volume_reasons(
 }
 
 /// `metav1validation.IsValidConditionReason` for a non-empty reason.
-fn check_reason_format(condition: &Path<'_>, reason: &str, errors: &mut Errors) {
+fn check_reason_format(condition: &FieldPath<'_>, reason: &str, errors: &mut Errors) {
     if !reason.is_empty() && !is_condition_reason(reason) {
         errors.handwritten(
             &condition.child("reason"),
@@ -97,7 +97,7 @@ fn check_reason_format(condition: &Path<'_>, reason: &str, errors: &mut Errors) 
 /// not checked, and in a changed one only the fields that changed are, so status and reason, the
 /// key, never are.
 pub(crate) fn check_volume_conditions<'a>(
-    path: &Path<'_>,
+    path: &FieldPath<'_>,
     new: Conditions<'_, 'a, VolumeConditionView<'a>>,
     old: Conditions<'_, 'a, VolumeConditionView<'a>>,
     errors: &mut Errors,
@@ -141,7 +141,7 @@ pub(crate) fn check_volume_conditions<'a>(
 
 /// `Validate_VolumeHealthCondition` (zz_generated) of one item, `old` the item it is matched to.
 fn check_volume_condition(
-    path: &Path<'_>,
+    path: &FieldPath<'_>,
     condition: &VolumeConditionView<'_>,
     old: Option<&VolumeConditionView<'_>>,
     errors: &mut Errors,
@@ -187,7 +187,7 @@ fn check_volume_condition(
 
 /// The first item of `list` that `wanted` accepts: borrowed from a held list, decoded from a
 /// longer one (an old list may be longer than a new one may be).
-fn first<'l, 'a, C: Clone + serde::Deserialize<'a> + crate::view::Fingerprinted>(
+fn first<'l, 'a, C: Clone + serde::Deserialize<'a> + crate::decode::Fingerprinted>(
     list: &'l RawList<'a, C>,
     wanted: impl Fn(&C) -> bool,
 ) -> Option<Cow<'l, C>> {
@@ -209,7 +209,7 @@ fn first<'l, 'a, C: Clone + serde::Deserialize<'a> + crate::view::Fingerprinted>
 /// `validateStorageHealthCondition` (storage/validation.go, handwritten, never ratcheted): every
 /// field in order. An empty status is NotSupported, like any other value outside the set.
 pub(crate) fn check_storage_condition(
-    path: &Path<'_>,
+    path: &FieldPath<'_>,
     condition: &StorageConditionView<'_>,
     errors: &mut Errors,
 ) {
@@ -268,7 +268,7 @@ pub(crate) fn check_storage_condition(
 /// one driver's conditions, a later condition with the same (status, reason, accessMode,
 /// volumeMode) as an earlier one is a Duplicate, its value the whole condition.
 pub(crate) fn check_storage_identities(
-    path: &Path<'_>,
+    path: &FieldPath<'_>,
     conditions: Conditions<'_, '_, StorageConditionView<'_>>,
     errors: &mut Errors,
 ) {
@@ -294,11 +294,11 @@ pub(crate) fn check_storage_identities(
     }
 }
 
-type Record = fn(&mut Errors, &Path<'_>, ErrorKind);
+type Record = fn(&mut Errors, &FieldPath<'_>, ErrorKind);
 
 /// NotSupported outside `supported`.
 fn check_supported(
-    path: &Path<'_>,
+    path: &FieldPath<'_>,
     value: &str,
     supported: &'static [&'static str],
     record: Record,
@@ -318,7 +318,7 @@ fn check_supported(
 
 /// TooLong over `max` bytes (Go's `len`).
 pub(crate) fn check_bytes(
-    path: &Path<'_>,
+    path: &FieldPath<'_>,
     value: &str,
     max: usize,
     record: Record,

@@ -18,8 +18,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
 
-pub(crate) use crate::json::{Borrowed, optional_text};
-pub(crate) use list::{Fingerprinted, RawList, Text, Walk, hash128, same_list, typed_list_text};
+pub(crate) use crate::decode::json::{Borrowed, optional_text};
+pub(crate) use list::{Fingerprinted, RawList, Text, Walk, hash128, same_list};
 
 #[derive(Deserialize, Default)]
 pub(crate) struct MetaView<'a> {
@@ -331,7 +331,7 @@ mod tests {
             "status":{"volumeHealth":[{"name":"data","healthConditions":[
                 {"status":"Degraded","reason":"Slow","message":"plain"},
                 {"status":"Degraded","reason":"Esc","message":"tab\there"}]}]}}"#;
-        let pod: PodView<'_> = crate::json::from_str(text).unwrap();
+        let pod: PodView<'_> = crate::decode::json::from_str(text).unwrap();
         assert!(matches!(pod.metadata.name, Some(Cow::Borrowed("web-0"))));
         let spec = pod.spec.as_ref().unwrap();
         assert!(matches!(spec.node_name, Some(Cow::Borrowed("node1"))));

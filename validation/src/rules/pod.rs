@@ -4,11 +4,11 @@ use std::collections::HashSet;
 
 use k8s_openapi::api::core::v1::{Pod, PodVolumeHealth};
 
-use crate::conditions::{check_volume_conditions, check_volume_reasons};
-use crate::entries::{OldEntries, walk_names};
-use crate::field::{ErrorKind, ErrorList, Errors, Path};
+use super::conditions::{check_volume_conditions, check_volume_reasons};
+use super::entries::{OldEntries, walk_names};
+use crate::field::{ErrorKind, ErrorList, Errors, FieldPath};
 use crate::render;
-use crate::view::{PodVolumeHealthView, RawList, Walk, same_list, typed_list_text};
+use crate::decode::{PodVolumeHealthView, RawList, Walk, same_list, typed_pod_volume_health};
 
 /// Validates a pod's `status.volumeHealth`, ratcheting against `old` on update. Volume names are
 /// looked up in the new pod's `spec.volumes`.
@@ -31,11 +31,10 @@ pub fn validate_pod_volume_health(
     old: Option<&[PodVolumeHealth]>,
     volume_exists: impl Fn(&str) -> bool,
 ) -> ErrorList {
-    let (new, old) = (new.map(typed_list_text), old.map(typed_list_text));
     let mut errors = Errors::default();
     check_pod_volume_health(
-        new.as_deref().map(RawList::read_typed).as_ref(),
-        old.as_deref().map(RawList::read_typed).as_ref(),
+        new.map(typed_pod_volume_health).as_ref(),
+        old.map(typed_pod_volume_health).as_ref(),
         volume_exists,
         &mut errors,
     );
@@ -52,7 +51,7 @@ pub(crate) fn check_pod_volume_health<'a>(
     errors: &mut Errors,
 ) {
     let Some(new) = new else { return };
-    let status = Path::root("status");
+    let status = FieldPath::root("status");
     let list = status.child("volumeHealth");
     // Handwritten, never ratcheted: each entry's name, then its conditions' reasons.
     new.walk(|i, entry| {

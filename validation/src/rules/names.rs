@@ -4,22 +4,22 @@ use std::borrow::Cow;
 
 /// The upstream detail for a condition reason that fails [`is_condition_reason`]
 /// (`metav1validation`'s `conditionReasonErrMsg`, with its two spaces before each `or`).
-pub const CONDITION_REASON_DETAIL: &str = "a condition reason must start with alphabetic character, optionally followed by a string of alphanumeric characters or '_,:', and must end with an alphanumeric character or '_' (e.g. 'my_name',  or 'MY_NAME',  or 'MyName',  or 'ReasonA,ReasonB',  or 'ReasonA:ReasonB', regex used for validation is '[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?')";
+pub(crate) const CONDITION_REASON_DETAIL: &str = "a condition reason must start with alphabetic character, optionally followed by a string of alphanumeric characters or '_,:', and must end with an alphanumeric character or '_' (e.g. 'my_name',  or 'MY_NAME',  or 'MyName',  or 'ReasonA,ReasonB',  or 'ReasonA:ReasonB', regex used for validation is '[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?')";
 
 /// The upstream detail for a name that is not a lowercase RFC 1123 subdomain.
-pub const DNS1123_SUBDOMAIN_DETAIL: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+pub(crate) const DNS1123_SUBDOMAIN_DETAIL: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
 
 /// The upstream detail for a DNS-1123 subdomain over its length limit.
-pub const DNS1123_SUBDOMAIN_MAX_LEN_DETAIL: &str = "must be no more than 253 characters";
+pub(crate) const DNS1123_SUBDOMAIN_MAX_LEN_DETAIL: &str = "must be no more than 253 characters";
 
 /// Longest DNS-1123 subdomain.
-pub const DNS1123_SUBDOMAIN_MAX_LEN: usize = 253;
+pub(crate) const DNS1123_SUBDOMAIN_MAX_LEN: usize = 253;
 
 /// Longest CSI driver name (`ValidateCSIDriverName`).
-pub const CSI_DRIVER_NAME_MAX_LEN: usize = 63;
+pub(crate) const CSI_DRIVER_NAME_MAX_LEN: usize = 63;
 
 /// Whether `reason` matches `^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`.
-pub fn is_condition_reason(reason: &str) -> bool {
+pub(crate) fn is_condition_reason(reason: &str) -> bool {
     let bytes = reason.as_bytes();
     let Some((first, rest)) = bytes.split_first() else {
         return false;
@@ -39,7 +39,7 @@ pub fn is_condition_reason(reason: &str) -> bool {
 /// Whether `name` matches the DNS-1123 subdomain regular expression (length not checked): labels
 /// of `[a-z0-9-]` that start and end with `[a-z0-9]`, joined by dots. One pass over the bytes;
 /// every name of every entry in a review goes through here.
-pub fn matches_dns1123_subdomain(name: &str) -> bool {
+pub(crate) fn matches_dns1123_subdomain(name: &str) -> bool {
     // `.` before the first byte: a name starts as a label does.
     let mut previous = b'.';
     for &byte in name.as_bytes() {
@@ -58,7 +58,7 @@ pub fn matches_dns1123_subdomain(name: &str) -> bool {
 }
 
 /// The messages apimachinery's `IsDNS1123Subdomain` returns for `name`; empty when valid.
-pub fn dns1123_subdomain_errors(name: &str) -> Vec<&'static str> {
+pub(crate) fn dns1123_subdomain_errors(name: &str) -> Vec<&'static str> {
     let mut errors = Vec::new();
     if name.len() > DNS1123_SUBDOMAIN_MAX_LEN {
         errors.push(DNS1123_SUBDOMAIN_MAX_LEN_DETAIL);
@@ -71,7 +71,8 @@ pub fn dns1123_subdomain_errors(name: &str) -> Vec<&'static str> {
 
 /// Whether `name` passes `ValidateCSIDriverName`: non-empty, at most 63 bytes, and a DNS-1123
 /// subdomain once lower-cased (as Go lower-cases, see [`go_to_lower`]).
-pub fn is_csi_driver_name(name: &str) -> bool {
+#[cfg(test)]
+pub(crate) fn is_csi_driver_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= CSI_DRIVER_NAME_MAX_LEN
         && matches_dns1123_subdomain(&go_to_lower(name))
@@ -82,7 +83,7 @@ pub fn is_csi_driver_name(name: &str) -> bool {
 /// character only: U+0130 (İ) becomes "i̇" there and `i` in Go. Two characters outside ASCII
 /// lower-case into it, U+0130 to `i` and U+212A (KELVIN SIGN) to `k`, so a driver name holding
 /// them is valid to Kubernetes.
-pub fn go_to_lower(s: &str) -> Cow<'_, str> {
+pub(crate) fn go_to_lower(s: &str) -> Cow<'_, str> {
     if !s.bytes().any(|b| b.is_ascii_uppercase() || !b.is_ascii()) {
         return Cow::Borrowed(s);
     }

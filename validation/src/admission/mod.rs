@@ -1,0 +1,321 @@
+//! Admission requests and their verdicts: a review read from its body, or a write made
+//! in-process, decided by the node restriction and the field rules.
+
+mod decide;
+mod verdict;
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde_json::value::RawValue;
+
+pub use crate::decode::DecodeError;
+pub use crate::decode::{HealthObject, Typed};
+use crate::decode::{self, Slot};
+pub use crate::identity::UserInfo;
+pub use crate::resource::GroupVersionResource;
+use crate::resource::{HealthResource, Operation};
+use crate::restriction::RestrictionPolicy;
+pub use verdict::{Forbidden, Invalid, Verdict};
+
+const API_VERSION: &str = "admission.k8s.io/v1";
+const KIND: &str = "AdmissionReview";
+
+/// An AdmissionReview body (`admission.k8s.io/v1`) with a request this library decides.
+///
+/// ```
+/// use volume_health_validation::{AdmissionReview, RestrictionPolicy, Verdict};
+///
+/// let body = r#"{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+///   "request": {
+///     "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
+///     "resource": {"group": "", "version": "v1", "resource": "pods"},
+///     "subResource": "status", "name": "web-0", "namespace": "default", "operation": "UPDATE",
+///     "userInfo": {"username": "system:node:node1", "groups": ["system:nodes"]},
+///     "object": {"metadata": {"name": "web-0"}, "spec": {"nodeName": "node1",
+///         "volumes": [{"name": "data"}]},
+///         "status": {"volumeHealth": [{"name": "logs",
+///             "healthConditions": [{"status": "Degraded", "reason": "DiskSlow"}]}]}},
+///     "oldObject": {"metadata": {"name": "web-0"}, "spec": {"nodeName": "node1"}}
+///   }}"#;
+/// let request = AdmissionReview::parse(body)?.request;
+/// let policy = RestrictionPolicy { gate_enabled: true, ..Default::default() };
+/// let Verdict::Invalid(invalid) = request.validate(&policy)? else {
+///     panic!("a volume that is not in spec.volumes");
+/// };
+/// assert_eq!(invalid.errors[0].to_string(), r#"status.volumeHealth[0].name: Not found: "logs""#);
+/// assert_eq!(invalid.status().code, Some(422));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct AdmissionReview<'a> {
+    /// `request`.
+    pub request: AdmissionRequest<'a>,
+}
+
+/// A body that is not an AdmissionReview with a request to decide. Each message says what is
+/// wrong at this layer; the source, where there is one, says the rest.
+#[derive(Debug, thiserror::Error)]
+pub enum ReviewError {
+    /// Not JSON of the AdmissionReview shape.
+    #[error("request body is not an AdmissionReview")]
+    Decode(#[source] serde_json::Error),
+    /// Another apiVersion or kind.
+    #[error(
+        "expected kind AdmissionReview in admission.k8s.io/v1, got {kind:?} in {api_version:?}"
+    )]
+    Type {
+        /// The body's `apiVersion`.
+        api_version: String,
+        /// The body's `kind`.
+        kind: String,
+    },
+    /// No `request`.
+    #[error("AdmissionReview has no request")]
+    MissingRequest,
+    /// A request without `uid`: no answer could be matched to it.
+    #[error("AdmissionReview request has no uid")]
+    MissingUid,
+    /// An operation that is not CREATE, UPDATE, DELETE or CONNECT.
+    #[error("AdmissionReview request has unknown operation {0:?}")]
+    Operation(String),
+}
+
+impl<'a> AdmissionReview<'a> {
+    /// Reads and checks an AdmissionReview body, whatever the order of its members: its
+    /// `apiVersion` and `kind`, a request with a `uid` and a known operation. Strings are
+    /// borrowed from `body` where they hold no escapes. An object that is not its kind is no
+    /// error here, but one the decisions return when they read it.
+    pub fn parse(body: &'a str) -> Result<Self, ReviewError> {
+        let review = decode::read_review(body).map_err(ReviewError::Decode)?;
+        if review.api_version != API_VERSION || review.kind != KIND {
+            return Err(ReviewError::Type {
+                api_version: review.api_version.into_owned(),
+                kind: review.kind.into_owned(),
+            });
+        }
+        let read = review.request.ok_or(ReviewError::MissingRequest)?;
+        if read.uid.is_empty() {
+            return Err(ReviewError::MissingUid);
+        }
+        let operation = Operation::parse(&read.operation)
+            .ok_or_else(|| ReviewError::Operation(read.operation.to_string()))?;
+        let request = AdmissionRequest {
+            uid: read.uid,
+            resource: read.resource,
+            sub_resource: read.sub_resource,
+            name: read.name,
+            namespace: read.namespace,
+            operation,
+            user_info: read.user_info,
+            dry_run: read.dry_run,
+            object: read.object,
+            old_object: read.old_object,
+        };
+        Ok(AdmissionReview { request })
+    }
+}
+
+/// The members of an admission request that the rules and the webhooks read, with `object`
+/// and `oldObject` read as far as the rules read them.
+///
+/// Read from a review with [`AdmissionReview::parse`], or made in-process for a write about to
+/// be sent with [`AdmissionRequest::write`] (typed objects) or [`AdmissionRequest::new`].
+pub struct AdmissionRequest<'a> {
+    /// `uid`, echoed in the response.
+    pub uid: Cow<'a, str>,
+    /// `resource`.
+    pub resource: GroupVersionResource<'a>,
+    /// `subResource`.
+    pub sub_resource: Option<Cow<'a, str>>,
+    /// `name`.
+    pub name: Option<Cow<'a, str>>,
+    /// `namespace`.
+    pub namespace: Option<Cow<'a, str>>,
+    /// `operation`.
+    pub operation: Operation,
+    /// `userInfo`.
+    pub user_info: UserInfo<'a>,
+    /// `dryRun`.
+    pub dry_run: Option<bool>,
+    object: Slot<'a>,
+    old_object: Slot<'a>,
+}
+
+impl fmt::Debug for AdmissionRequest<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AdmissionRequest")
+            .field("uid", &self.uid)
+            .field("resource", &self.resource)
+            .field("sub_resource", &self.sub_resource)
+            .field("name", &self.name)
+            .field("namespace", &self.namespace)
+            .field("operation", &self.operation)
+            .field("user_info", &self.user_info)
+            .field("dry_run", &self.dry_run)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> AdmissionRequest<'a> {
+    /// A request for a write of `resource` made in-process, its objects set with
+    /// [`with_objects`](Self::with_objects).
+    pub fn new(resource: HealthResource, operation: Operation) -> Self {
+        AdmissionRequest {
+            uid: Cow::Borrowed(""),
+            resource: GroupVersionResource {
+                group: resource.group().into(),
+                version: "v1".into(),
+                resource: resource.resource().into(),
+            },
+            sub_resource: None,
+            name: None,
+            namespace: None,
+            operation,
+            user_info: UserInfo::default(),
+            dry_run: None,
+            object: Slot::Absent,
+            old_object: Slot::Absent,
+        }
+    }
+
+    /// A write of typed objects, as a program checks its own write before sending it: the
+    /// resource is the objects' kind, the name and namespace are `object`'s (`old_object`'s on
+    /// DELETE). Set who writes with [`with_user`](Self::with_user), and `status` for a status
+    /// write with [`with_subresource`](Self::with_subresource).
+    ///
+    /// ```
+    /// use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus, PodVolumeHealth};
+    /// use volume_health_validation::{AdmissionRequest, Operation, RestrictionPolicy, UserInfo, Verdict};
+    ///
+    /// let old = Pod {
+    ///     metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+    ///         name: Some("web-0".into()),
+    ///         ..Default::default()
+    ///     },
+    ///     spec: Some(PodSpec { node_name: Some("node2".into()), ..Default::default() }),
+    ///     ..Default::default()
+    /// };
+    /// let mut new = old.clone();
+    /// new.status = Some(PodStatus {
+    ///     volume_health: Some(vec![PodVolumeHealth { name: "data".into(), ..Default::default() }]),
+    ///     ..Default::default()
+    /// });
+    /// let verdict = AdmissionRequest::write(Operation::Update, Some(&new), Some(&old))
+    ///     .with_subresource("status")
+    ///     .with_user(UserInfo::node("node1"))
+    ///     .validate(&RestrictionPolicy { gate_enabled: true, ..Default::default() })?;
+    /// let Verdict::Forbidden(forbidden) = verdict else { panic!("another node's pod") };
+    /// assert_eq!(
+    ///     forbidden.reason.to_string(),
+    ///     r#"node "node1" can only update pod status for pods with spec.nodeName set to itself"#
+    /// );
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn write<K: HealthObject>(
+        operation: Operation,
+        object: Option<&'a K>,
+        old_object: Option<&'a K>,
+    ) -> Self {
+        let (object, old_object) = (object.map(K::typed), old_object.map(K::typed));
+        let named = if operation == Operation::Delete {
+            old_object.or(object)
+        } else {
+            object.or(old_object)
+        };
+        let metadata = named.map(Typed::metadata);
+        let borrowed = |text: Option<&'a String>| text.map(|t| Cow::Borrowed(t.as_str()));
+        AdmissionRequest {
+            name: borrowed(metadata.and_then(|m| m.name.as_ref())),
+            namespace: borrowed(metadata.and_then(|m| m.namespace.as_ref())),
+            object: object.map_or(Slot::Absent, Typed::slot),
+            old_object: old_object.map_or(Slot::Absent, Typed::slot),
+            ..AdmissionRequest::new(K::RESOURCE, operation)
+        }
+    }
+
+    /// With `subResource` (`status` for a status write).
+    pub fn with_subresource(mut self, subresource: impl Into<Cow<'a, str>>) -> Self {
+        self.sub_resource = Some(subresource.into());
+        self
+    }
+
+    /// With `name`.
+    pub fn with_name(mut self, name: impl Into<Cow<'a, str>>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// With `userInfo`: who writes.
+    pub fn with_user(mut self, user: UserInfo<'a>) -> Self {
+        self.user_info = user;
+        self
+    }
+
+    /// With `object` and `oldObject` as JSON text (`None` or `null`: absent), decoded as the
+    /// request's resource; one that is not its kind is reported when a decision reads it.
+    pub fn with_objects(
+        mut self,
+        object: Option<&'a RawValue>,
+        old_object: Option<&'a RawValue>,
+    ) -> Self {
+        let resource = self.health_resource();
+        let decode = |raw: Option<&'a RawValue>, field| {
+            raw.map_or(Slot::Absent, |raw| Slot::decode(resource, raw, field))
+        };
+        self.object = decode(object, "object");
+        self.old_object = decode(old_object, "oldObject");
+        self
+    }
+
+    /// `subResource`, `""` when absent.
+    pub fn subresource(&self) -> &str {
+        self.sub_resource.as_deref().unwrap_or_default()
+    }
+
+    /// `name`, `""` when absent.
+    pub fn name(&self) -> &str {
+        self.name.as_deref().unwrap_or_default()
+    }
+
+    /// The resource written, when it is one with a volume health field.
+    pub fn health_resource(&self) -> Option<HealthResource> {
+        HealthResource::from_group_resource(&self.resource.group, &self.resource.resource)
+    }
+
+    /// Whether `object` is present and not `null`.
+    pub fn has_object(&self) -> bool {
+        !matches!(self.object, Slot::Absent)
+    }
+
+    /// The validating webhook's decision: node restriction first, then field validation of the
+    /// new object against the old one. Requests for other resources are allowed.
+    pub fn validate(&self, policy: &RestrictionPolicy) -> Result<Verdict, DecodeError> {
+        match self.target() {
+            Some(target) => target.validate(policy),
+            None => Ok(Verdict::Allowed),
+        }
+    }
+
+    /// Drop on save: the JSON Pointer (RFC 6901) of the gated field to remove from `object`,
+    /// or `None` when nothing is removed. With the gate off, a new value is dropped unless the
+    /// old object already uses the field (present for a claim's `healthStatus`, a non-empty
+    /// list otherwise). Nothing is dropped from other resources.
+    pub fn gated_field_to_drop(
+        &self,
+        gate_enabled: bool,
+    ) -> Result<Option<&'static str>, DecodeError> {
+        match self.target() {
+            Some(target) => target.gated_field_to_drop(gate_enabled),
+            None => Ok(None),
+        }
+    }
+
+    fn target(&self) -> Option<decide::Target<'_, 'a>> {
+        Some(decide::Target {
+            request: self,
+            resource: self.health_resource()?,
+            objects: (&self.object, &self.old_object),
+        })
+    }
+}
