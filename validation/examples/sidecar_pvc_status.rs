@@ -19,9 +19,7 @@ use k8s_openapi::api::core::v1::{
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
-use volume_health_validation::{
-    AdmissionRequest, Groups, HealthResource, Operation, RestrictionPolicy, UserInfo,
-};
+use volume_health_validation::{AdmissionRequest, Operation, RestrictionPolicy, UserInfo};
 
 /// Who the sidecar writes as: its service account.
 const USER: &str = "system:serviceaccount:kube-system:csi-health-monitor";
@@ -54,22 +52,12 @@ async fn main() -> anyhow::Result<()> {
 
     // The write as the apiserver's admission sees it: an UPDATE of `persistentvolumeclaims/
     // status` by this sidecar.
-    let (new_json, old_json) = (
-        serde_json::value::to_raw_value(&new)?,
-        serde_json::value::to_raw_value(&old)?,
-    );
-    let request = AdmissionRequest::new(HealthResource::PersistentVolumeClaims, Operation::Update)
+    let request = AdmissionRequest::write(Operation::Update, Some(&new), Some(&old))
         .with_subresource("status")
-        .with_name(claim.as_str())
-        .with_user(UserInfo {
-            username: USER.into(),
-            groups: Groups::of(&["system:serviceaccounts"]),
-        })
-        .with_objects(Some(&new_json), Some(&old_json));
+        .with_user(UserInfo::new(USER, &["system:serviceaccounts"]));
     let policy = RestrictionPolicy {
         gate_enabled: true,
-        pvc_health_writers: None,
-        storage_condition_identity: Default::default(),
+        ..Default::default()
     };
     // A denial comes with the Status the apiserver would answer with, message and all.
     if let Some(denied) = request

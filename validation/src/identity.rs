@@ -14,7 +14,7 @@ pub const NODES_GROUP: &str = "system:nodes";
 /// must treat as "a node, but which one is unknown".
 ///
 /// ```
-/// use volume_health_validation::node_name;
+/// use volume_health_validation::identity::node_name;
 /// assert_eq!(node_name("system:node:node1", &["system:nodes"]), Some("node1"));
 /// assert_eq!(node_name("system:node:node1", &["system:authenticated"]), None);
 /// assert_eq!(node_name("node1", &["system:nodes"]), None);

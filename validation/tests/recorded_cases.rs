@@ -9,9 +9,10 @@ mod support;
 
 use serde_json::Value;
 use serde_json::value::RawValue;
+use volume_health_validation::admission::{DecodeError, Invalid, ReviewError};
 use volume_health_validation::{
-    AdmissionRequest, AdmissionReview, HealthResource, Invalid, Operation, RequestError,
-    RestrictionPolicy, UserInfo, Verdict,
+    AdmissionRequest, AdmissionReview, HealthResource, Operation, RestrictionPolicy, UserInfo,
+    Verdict,
 };
 
 use support::apiserver_order;
@@ -94,7 +95,7 @@ fn recorded_cases() {
         let endpoint = case["endpoint"].as_str().unwrap();
         let body = apiserver_order(&case["body"]);
         let review = AdmissionReview::parse(&body).unwrap();
-        let request = review.request.unwrap();
+        let request = review.request;
         let gate_enabled = case["profile"] != "gate-off";
         let expect = &case["expect"];
         if endpoint == "mutate" {
@@ -107,6 +108,7 @@ fn recorded_cases() {
             gate_enabled,
             pvc_health_writers: None,
             storage_condition_identity: Default::default(),
+            error_limit: None,
         };
         let verdict = request.validate(&policy).unwrap();
         match verdict.status() {
@@ -169,13 +171,14 @@ fn member_order_does_not_change_answers() {
             sorted.find("\"object\"") < sorted.find("\"resource\"") || recorded.object.is_none(),
             "{id}"
         );
-        let one_pass = AdmissionReview::parse(&ordered).unwrap().request.unwrap();
-        let at_the_end = AdmissionReview::parse(&sorted).unwrap().request.unwrap();
+        let one_pass = AdmissionReview::parse(&ordered).unwrap().request;
+        let at_the_end = AdmissionReview::parse(&sorted).unwrap().request;
         for gate_enabled in [true, false] {
             let policy = RestrictionPolicy {
                 gate_enabled,
                 pvc_health_writers: None,
                 storage_condition_identity: Default::default(),
+                error_limit: None,
             };
             let want_verdict = built.validate(&policy).unwrap();
             let want_drop = built.gated_field_to_drop(gate_enabled).unwrap();
@@ -214,9 +217,8 @@ fn review(request: &str) -> String {
     )
 }
 
-fn decode_error(err: RequestError) -> String {
-    assert!(matches!(err, RequestError::Decode(_)), "{err:?}");
-    volume_health_validation::error_chain(&err)
+fn decode_error(err: DecodeError) -> String {
+    volume_health_validation::status::error_chain(&err)
 }
 
 /// An object that is not its kind is no error of the review: the decisions that read it
@@ -231,7 +233,7 @@ fn an_object_that_is_not_its_kind_is_reported_by_the_decisions() {
         .unwrap()
         .to_string();
     for body in [review(request), sorted] {
-        let read = AdmissionReview::parse(&body).unwrap().request.unwrap();
+        let read = AdmissionReview::parse(&body).unwrap().request;
         assert_eq!(read.uid, "u");
         let err = read.validate(&RestrictionPolicy::default()).unwrap_err();
         // The position is the object's own (it is decoded on its own), whatever the spacing.
@@ -256,7 +258,7 @@ fn an_object_that_is_not_its_kind_is_reported_by_the_decisions() {
         r#""object":[{},null]"#,
     );
     let body = review(&array);
-    let read = AdmissionReview::parse(&body).unwrap().request.unwrap();
+    let read = AdmissionReview::parse(&body).unwrap().request;
     for err in [
         read.validate(&RestrictionPolicy::default()).unwrap_err(),
         read.gated_field_to_drop(false).unwrap_err(),
@@ -266,16 +268,19 @@ fn an_object_that_is_not_its_kind_is_reported_by_the_decisions() {
             "failed to decode object as Pod: invalid type: sequence, expected a JSON object at line 1 column 1"
         );
     }
-    let duplicate = AdmissionReview::parse(&review(r#"{"uid":"a","uid":"b"}"#))
-        .unwrap_err()
-        .to_string();
+    let duplicate = AdmissionReview::parse(&review(r#"{"uid":"a","uid":"b"}"#)).unwrap_err();
+    assert!(matches!(duplicate, ReviewError::Decode(_)), "{duplicate:?}");
+    let duplicate = volume_health_validation::status::error_chain(&duplicate);
     assert!(
-        duplicate.starts_with("duplicate field `uid`"),
+        duplicate.starts_with("request body is not an AdmissionReview: duplicate field `uid`"),
         "{duplicate}"
     );
+    // The operation is typed when the review is read: an unknown one is no request to decide.
     let body = review(r#"{"uid":"a","operation":"PATCH"}"#);
-    let unknown = AdmissionReview::parse(&body).unwrap().request.unwrap();
-    let err = unknown.validate(&RestrictionPolicy::default()).unwrap_err();
-    assert!(matches!(err, RequestError::Operation(_)), "{err:?}");
-    assert_eq!(err.to_string(), r#"unknown operation "PATCH""#);
+    let err = AdmissionReview::parse(&body).unwrap_err();
+    assert!(matches!(err, ReviewError::Operation(_)), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        r#"AdmissionReview request has unknown operation "PATCH""#
+    );
 }
