@@ -3,7 +3,9 @@
 
 use std::borrow::Cow;
 
-use volume_health_validation::{CSINODE_OTHER_NODE, GoQuoted};
+use volume_health_validation::field::GoQuoted;
+use volume_health_validation::identity::Groups;
+use volume_health_validation::restriction::CSINODE_OTHER_NODE;
 
 /// Reason for a verb a node may not use on CSINodes (upstream text).
 pub const REASON_VERBS: &str = "can only get, create, update, patch, or delete a CSINode";
@@ -24,19 +26,20 @@ pub struct AuthzPolicy {
     pub deny_on_mismatch: bool,
 }
 
-/// `spec.resourceAttributes` of a SubjectAccessReview, the fields the table reads.
-#[derive(Clone, Copy, Debug, Default)]
+/// `spec.resourceAttributes` of a SubjectAccessReview, the fields the table reads; absent ones
+/// are empty. Borrowed from the review's body where they hold no escapes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ResourceAttributes<'a> {
     /// `verb`
-    pub verb: &'a str,
+    pub verb: Cow<'a, str>,
     /// `group`
-    pub group: &'a str,
+    pub group: Cow<'a, str>,
     /// `resource`
-    pub resource: &'a str,
+    pub resource: Cow<'a, str>,
     /// `subresource`
-    pub subresource: &'a str,
+    pub subresource: Cow<'a, str>,
     /// `name`
-    pub name: &'a str,
+    pub name: Cow<'a, str>,
 }
 
 /// Why an authorizer answered as it did: one of the fixed texts above, or a text naming the user.
@@ -79,13 +82,13 @@ impl Decision {
 /// Decides a request of `user` with `groups`. `resource` is `None` for a non-resource request.
 /// Anything outside the table is no opinion with an empty reason; nothing outside it is ever
 /// allowed.
-pub fn decide<S: AsRef<str>>(
+pub fn decide(
     user: &str,
-    groups: &[S],
+    groups: Groups,
     resource: Option<&ResourceAttributes<'_>>,
     policy: &AuthzPolicy,
 ) -> Decision {
-    let Some(node) = volume_health_validation::node_name(user, groups) else {
+    let Some(node) = groups.node_name(user) else {
         return Decision::no_opinion("");
     };
     let Some(attrs) = resource else {
@@ -104,9 +107,9 @@ pub fn decide<S: AsRef<str>>(
     }
     // `authorizeCSINode` (plugin/pkg/auth/authorizer/node/node_authorizer.go): the verbs allowed
     // depend on the subresource.
-    match attrs.subresource {
+    match &*attrs.subresource {
         "" => {
-            if !matches!(attrs.verb, "get" | "create" | "update" | "patch" | "delete") {
+            if !matches!(&*attrs.verb, "get" | "create" | "update" | "patch" | "delete") {
                 return Decision::no_opinion(REASON_VERBS);
             }
         }
@@ -114,7 +117,7 @@ pub fn decide<S: AsRef<str>>(
             if !policy.gate_enabled {
                 return Decision::no_opinion(REASON_STATUS_GATED);
             }
-            if !matches!(attrs.verb, "get" | "update" | "patch") {
+            if !matches!(&*attrs.verb, "get" | "update" | "patch") {
                 return Decision::no_opinion(REASON_STATUS_VERBS);
             }
         }

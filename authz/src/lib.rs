@@ -24,6 +24,6 @@ pub use decision::{
     AuthzPolicy, Decision, REASON_STATUS_GATED, REASON_STATUS_VERBS, REASON_SUBRESOURCES,
     REASON_VERBS, Reason, ResourceAttributes, decide,
 };
-pub use review::{Answer, RequestAttributes, ReviewError, review};
+pub use review::{Answer, ReviewError, review};
 /// Reason for another node's CSINode: the upstream text, shared with the NodeRestriction rules.
-pub use volume_health_validation::CSINODE_OTHER_NODE;
+pub use volume_health_validation::restriction::CSINODE_OTHER_NODE;

@@ -3,8 +3,8 @@
 use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
-use volume_health_validation::Groups;
-use volume_health_validation::json::optional_text;
+use volume_health_validation::decode::json::{self, optional_text};
+use volume_health_validation::identity::Groups;
 
 use crate::decision::{AuthzPolicy, Decision, ResourceAttributes, decide};
 
@@ -48,22 +48,7 @@ pub struct Answer<'a> {
     /// `spec.user`, for logs.
     pub user: Cow<'a, str>,
     /// `spec.resourceAttributes`, for logs and metrics; `None` for a non-resource request.
-    pub resource: Option<RequestAttributes<'a>>,
-}
-
-/// The resource attributes of a review, for logs and metrics; absent ones are empty.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RequestAttributes<'a> {
-    /// `verb`
-    pub verb: Cow<'a, str>,
-    /// `group`
-    pub group: Cow<'a, str>,
-    /// `resource`
-    pub resource: Cow<'a, str>,
-    /// `subresource`
-    pub subresource: Cow<'a, str>,
-    /// `name`
-    pub name: Cow<'a, str>,
+    pub resource: Option<ResourceAttributes<'a>>,
 }
 
 #[derive(Deserialize)]
@@ -131,7 +116,7 @@ pub fn review<'a>(body: &'a [u8], policy: &AuthzPolicy) -> Result<Answer<'a>, Re
     let body = std::str::from_utf8(body).map_err(ReviewError::Utf8)?;
     // A body or member that is a JSON array where an object belongs is not a review.
     let sar: SubjectAccessReview<'_> =
-        volume_health_validation::json::from_str(body).map_err(ReviewError::Decode)?;
+        json::from_str(body).map_err(ReviewError::Decode)?;
     let api_version = match &*sar.api_version {
         V1 => V1,
         V1BETA1 => V1BETA1,
@@ -150,17 +135,15 @@ pub fn review<'a>(body: &'a [u8], policy: &AuthzPolicy) -> Result<Answer<'a>, Re
         spec.group
     };
     let user = spec.user.as_deref().unwrap_or_default();
-    let attrs = spec
-        .resource_attributes
-        .as_ref()
-        .map(|a| ResourceAttributes {
-            verb: a.verb.as_deref().unwrap_or_default(),
-            group: a.group.as_deref().unwrap_or_default(),
-            resource: a.resource.as_deref().unwrap_or_default(),
-            subresource: a.subresource.as_deref().unwrap_or_default(),
-            name: a.name.as_deref().unwrap_or_default(),
-        });
-    let decision = decide(user, groups.names(), attrs.as_ref(), policy);
+    // Moved out of the review, not copied: most strings borrow the body.
+    let resource = spec.resource_attributes.map(|a| ResourceAttributes {
+        verb: a.verb.unwrap_or_default(),
+        group: a.group.unwrap_or_default(),
+        resource: a.resource.unwrap_or_default(),
+        subresource: a.subresource.unwrap_or_default(),
+        name: a.name.unwrap_or_default(),
+    });
+    let decision = decide(user, groups, resource.as_ref(), policy);
     let response = Response {
         api_version,
         kind: "SubjectAccessReview",
@@ -172,18 +155,11 @@ pub fn review<'a>(body: &'a [u8], policy: &AuthzPolicy) -> Result<Answer<'a>, Re
     };
     // Strings and bools only: serializing them cannot fail.
     let body = serde_json::to_vec(&response).expect("strings and bools serialize");
-    // Moved out of the review, not copied: most strings borrow the body.
     Ok(Answer {
         decision,
         body,
         user: spec.user.unwrap_or_default(),
-        resource: spec.resource_attributes.map(|a| RequestAttributes {
-            verb: a.verb.unwrap_or_default(),
-            group: a.group.unwrap_or_default(),
-            resource: a.resource.unwrap_or_default(),
-            subresource: a.subresource.unwrap_or_default(),
-            name: a.name.unwrap_or_default(),
-        }),
+        resource,
     })
 }
 

@@ -49,11 +49,6 @@ impl Groups {
         self.nodes
     }
 
-    /// The groups that matter to the rules, as names: `[system:nodes]` or none.
-    pub fn names(self) -> &'static [&'static str] {
-        if self.nodes { &[NODES_GROUP] } else { &[] }
-    }
-
     /// The node name of `username` in these groups: see [`node_name`].
     pub fn node_name(self, username: &str) -> Option<&str> {
         let name = username.strip_prefix(NODE_USER_PREFIX)?;
