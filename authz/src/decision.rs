@@ -109,7 +109,10 @@ pub fn decide(
     // depend on the subresource.
     match &*attrs.subresource {
         "" => {
-            if !matches!(&*attrs.verb, "get" | "create" | "update" | "patch" | "delete") {
+            if !matches!(
+                &*attrs.verb,
+                "get" | "create" | "update" | "patch" | "delete"
+            ) {
                 return Decision::no_opinion(REASON_VERBS);
             }
         }

@@ -115,8 +115,7 @@ pub fn review<'a>(body: &'a [u8], policy: &AuthzPolicy) -> Result<Answer<'a>, Re
     // Checked once here, the text is not checked again string by string as serde reads it.
     let body = std::str::from_utf8(body).map_err(ReviewError::Utf8)?;
     // A body or member that is a JSON array where an object belongs is not a review.
-    let sar: SubjectAccessReview<'_> =
-        json::from_str(body).map_err(ReviewError::Decode)?;
+    let sar: SubjectAccessReview<'_> = json::from_str(body).map_err(ReviewError::Decode)?;
     let api_version = match &*sar.api_version {
         V1 => V1,
         V1BETA1 => V1BETA1,

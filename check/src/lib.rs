@@ -34,14 +34,15 @@
 //! );
 //! ```
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::value::RawValue;
-use volume_health_validation::{ConditionIdentity, HealthResource, RestrictionPolicy, UserInfo};
+use volume_health_validation::rules::ConditionIdentity;
+use volume_health_validation::status::MAX_REPORTED_ERRORS;
+use volume_health_validation::{HealthResource, RestrictionPolicy, UserInfo};
 
 mod input;
 mod object;
@@ -127,14 +128,13 @@ pub struct Checker<W> {
 impl<W: Write> Checker<W> {
     /// A checker that reports to `reporter`.
     pub fn new(options: Options, reporter: Reporter<W>) -> Self {
-        let user = UserInfo {
-            username: Cow::Owned(options.user.clone().unwrap_or_default()),
-            groups: volume_health_validation::Groups::of(&options.groups),
-        };
+        let user = UserInfo::new(options.user.clone().unwrap_or_default(), &options.groups);
         let policy = RestrictionPolicy {
             gate_enabled: options.gate_enabled,
             pvc_health_writers: None,
             storage_condition_identity: options.storage_condition_identity,
+            // The webhooks' bound, so that the answers are theirs.
+            error_limit: Some(MAX_REPORTED_ERRORS),
         };
         Checker {
             progress: Progress::new(options.progress),

@@ -5,9 +5,10 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde::Serialize;
 use serde_json::value::RawValue;
+use volume_health_validation::admission::Invalid;
+use volume_health_validation::status::error_chain;
 use volume_health_validation::{
-    AdmissionRequest, ErrorList, HealthResource, Invalid, Operation, RestrictionPolicy, UserInfo,
-    Verdict,
+    AdmissionRequest, ErrorList, HealthResource, Operation, RestrictionPolicy, UserInfo, Verdict,
 };
 
 /// The members of an object that say what it is, and the one the node rules read of an old pod.
@@ -265,7 +266,7 @@ fn bad_request(err: &dyn std::error::Error) -> Denial {
     Denial {
         code: 400,
         reason: "BadRequest".to_owned(),
-        message: volume_health_validation::error_chain(err),
+        message: error_chain(err),
         errors: ErrorList::new(),
     }
 }

@@ -5,7 +5,8 @@ use std::io::{self, Write};
 
 use anstyle::{AnsiColor, Style};
 use serde::Serialize;
-use volume_health_validation::{ErrorKind, FieldError, GoQuoted, HealthResource, LengthUnit};
+use volume_health_validation::field::{ErrorKind, GoQuoted, LengthUnit};
+use volume_health_validation::{FieldError, HealthResource};
 
 use crate::input::Position;
 use crate::object::Decision;

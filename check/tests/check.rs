@@ -348,6 +348,7 @@ fn objects_without_the_field_get_the_librarys_answer() {
             gate_enabled,
             pvc_health_writers: None,
             storage_condition_identity: Default::default(),
+            error_limit: Some(volume_health_validation::status::MAX_REPORTED_ERRORS),
         };
         for (resource, text) in objects {
             let raw = RawValue::from_string(text.to_owned()).unwrap();

@@ -16,6 +16,7 @@ fn admission_requests_are_read_in_one_pass_and_allowed() {
         gate_enabled: true,
         pvc_health_writers: None,
         storage_condition_identity: Default::default(),
+        error_limit: None,
     };
     for (body, resource, size) in [
         (
@@ -37,9 +38,9 @@ fn admission_requests_are_read_in_one_pass_and_allowed() {
         assert!(size.contains(&body.len()), "{}", body.len());
         let body = std::str::from_utf8(&body).unwrap();
         assert!(body.find("\"resource\"") < body.find("\"object\""));
-        let request = AdmissionReview::parse(body).unwrap().request.unwrap();
+        let request = AdmissionReview::parse(body).unwrap().request;
         assert_eq!(request.health_resource(), Some(resource));
-        assert_eq!(request.operation(), Ok(Operation::Update));
+        assert_eq!(request.operation, Operation::Update);
         assert!(request.has_object());
         assert_eq!(request.validate(&policy).unwrap(), Verdict::Allowed);
     }

@@ -12,7 +12,8 @@ mod e2e_support;
 use hyper::Method;
 use serde_json::{Value, json};
 use volume_health_authz::{AuthzPolicy, Decision};
-use volume_health_validation::{ConditionIdentity, HealthResource};
+use volume_health_validation::HealthResource;
+use volume_health_validation::rules::ConditionIdentity;
 
 use e2e_support::{Answer, Replay, extra};
 use volume_health_tests::cluster::{Cluster, ClusterOptions, bin_dir};

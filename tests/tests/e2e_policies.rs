@@ -20,8 +20,9 @@ use hyper::Method;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use volume_health_tests::without_nulls;
+use volume_health_validation::rules::ConditionIdentity;
 use volume_health_validation::{
-    AdmissionRequest, ConditionIdentity, HealthResource, Operation, RestrictionPolicy, UserInfo,
+    AdmissionRequest, HealthResource, Operation, RestrictionPolicy, UserInfo,
 };
 use volume_health_webhooks::policies::{self, Action};
 
@@ -94,6 +95,7 @@ fn library(replay: &Replay) -> Answer {
                 .collect::<HashSet<_>>(),
         ),
         storage_condition_identity: ConditionIdentity::Unique,
+        error_limit: None,
     };
     match request.validate(&policy).unwrap().status() {
         None => Answer::Allowed,

@@ -90,7 +90,10 @@ fn bench_pod_status(c: &mut Criterion, name: &str, new: &Value, old: &Value) {
     let bytes = new_raw.get().len() + old_raw.get().len();
     let user = UserInfo {
         username: "system:node:node1".into(),
-        groups: volume_health_validation::Groups::of(&["system:nodes", "system:authenticated"]),
+        groups: volume_health_validation::identity::Groups::of(&[
+            "system:nodes",
+            "system:authenticated",
+        ]),
     };
     let request = || {
         AdmissionRequest::new(HealthResource::Pods, Operation::Update)
@@ -103,6 +106,7 @@ fn bench_pod_status(c: &mut Criterion, name: &str, new: &Value, old: &Value) {
         gate_enabled: true,
         pvc_health_writers: None,
         storage_condition_identity: Default::default(),
+        error_limit: None,
     };
     assert_eq!(request().validate(&policy).unwrap(), Verdict::Allowed);
 
@@ -130,7 +134,7 @@ fn bench_pod_status(c: &mut Criterion, name: &str, new: &Value, old: &Value) {
         new_raw.get(),
         old_raw.get()
     );
-    let read = AdmissionReview::parse(&review).unwrap().request.unwrap();
+    let read = AdmissionReview::parse(&review).unwrap().request;
     assert_eq!(read.validate(&policy).unwrap(), Verdict::Allowed);
     group.bench_function("baseline: parse the review, decode nothing", |b| {
         b.iter(|| serde_json::from_str::<serde::de::IgnoredAny>(black_box(&review)).unwrap())
@@ -168,7 +172,7 @@ fn bench_pod_status(c: &mut Criterion, name: &str, new: &Value, old: &Value) {
     group.bench_function("AdmissionReview: read in one pass, validate", |b| {
         b.iter(|| {
             let read = AdmissionReview::parse(black_box(&review)).unwrap();
-            read.request.unwrap().validate(&policy).unwrap()
+            read.request.validate(&policy).unwrap()
         })
     });
     group.finish();

@@ -7,7 +7,9 @@ use std::fmt::{self, Write};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use crate::decode::{PodVolumeHealthView, RawList, StorageConditionView, VolumeConditionView, Walk};
+use crate::decode::{
+    PodVolumeHealthView, RawList, StorageConditionView, VolumeConditionView, Walk,
+};
 
 /// A string as Go's `encoding/json` writes it: HTML-safe (`<`, `>`, `&` escaped), `\b`, `\f`,
 /// `\n`, `\r`, `\t` and other control characters below U+0020 escaped, U+2028 and U+2029

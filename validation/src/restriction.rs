@@ -2,9 +2,9 @@
 
 use std::collections::HashSet;
 
-use crate::rules::ConditionIdentity;
 use crate::field::GoQuoted;
 use crate::resource::{HealthResource, Operation};
+use crate::rules::ConditionIdentity;
 
 /// Upstream NodeRestriction's reason for a CSINode of another node.
 pub const CSINODE_OTHER_NODE: &str =

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::{ArgAction, Args, ValueEnum};
 use volume_health_check::{Checker, Options, OutputFormat, Reporter, Source, sources};
-use volume_health_validation::ConditionIdentity;
+use volume_health_validation::rules::ConditionIdentity;
 
 use crate::gates::FeatureGates;
 

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{ArgAction, Args, Parser, Subcommand};
-use volume_health_validation::ConditionIdentity;
+use volume_health_validation::rules::ConditionIdentity;
 
 use crate::enforcement::EnforcementAction;
 use crate::gates::{FeatureGates, GateSettings, parse_bool};

@@ -91,7 +91,7 @@ fn truncate(mut text: String) -> String {
 
 #[cfg(test)]
 mod tests {
-    use volume_health_validation::ErrorKind;
+    use volume_health_validation::field::ErrorKind;
 
     use super::*;
 

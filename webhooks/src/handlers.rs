@@ -21,17 +21,17 @@ use bytes::BytesMut;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::Level;
-use volume_health_authz::{Answer, AuthzPolicy, RequestAttributes};
-use volume_health_validation::{
-    AdmissionRequest, ConditionIdentity, HealthResource, Invalid, RequestError, RestrictionPolicy,
-    Verdict, bad_request_status,
-};
+use volume_health_authz::{Answer, AuthzPolicy, ResourceAttributes};
+use volume_health_validation::admission::{DecodeError, Invalid};
+use volume_health_validation::rules::ConditionIdentity;
+use volume_health_validation::status::{MAX_REPORTED_ERRORS, bad_request_status};
+use volume_health_validation::{AdmissionRequest, HealthResource, RestrictionPolicy, Verdict};
 
 use crate::enforcement::{self, EnforcementAction};
 use crate::error_chain;
 use crate::gates::FeatureGates;
 use crate::metrics::Metrics;
-use crate::review::{self, Admission, BadReview, PlainJson};
+use crate::review::{self, BadReview, PlainJson};
 
 /// What the handlers decide by.
 #[derive(Clone, Debug, Default)]
@@ -82,6 +82,7 @@ impl WebhookState {
                 gate_enabled: settings.gates.csi_volume_health,
                 pvc_health_writers: settings.pvc_health_writers.clone(),
                 storage_condition_identity: settings.storage_condition_identity,
+                error_limit: Some(MAX_REPORTED_ERRORS),
             }),
             authz: AuthzPolicy {
                 gate_enabled: settings.gates.csi_volume_health,
@@ -396,16 +397,16 @@ impl Outcome for Admitted {
 
 /// An admission review decided: the request, what was answered, and the answer's body.
 struct AdmissionReviewed<'b> {
-    admission: Admission<'b>,
+    request: AdmissionRequest<'b>,
     outcome: Admitted,
     body: Vec<u8>,
 }
 
 impl<'b> AdmissionReviewed<'b> {
-    fn allowed(admission: Admission<'b>) -> Self {
-        let body = review::Response::allow(&admission.request.uid).into_body();
+    fn allowed(request: AdmissionRequest<'b>) -> Self {
+        let body = review::Response::allow(&request.uid).into_body();
         AdmissionReviewed {
-            admission,
+            request,
             outcome: Admitted::Allowed,
             body,
         }
@@ -426,7 +427,7 @@ macro_rules! event_at {
 
 impl Reviewed for AdmissionReviewed<'_> {
     fn log(&self, endpoint: &'static str, elapsed: Duration) {
-        let Admission { request, operation } = &self.admission;
+        let request = &self.request;
         let decision = self.outcome.label();
         // Values from the request are logged as strings, so the text format quotes them: a
         // value cannot pass for another field (control characters are escaped by the
@@ -439,7 +440,7 @@ impl Reviewed for AdmissionReviewed<'_> {
             subresource = request.subresource(),
             namespace = request.namespace.as_deref().unwrap_or_default(),
             name = request.name(),
-            operation = operation.as_str(),
+            operation = request.operation.as_str(),
             user = &*request.user_info.username,
             dry_run = request.dry_run.unwrap_or(false),
             decision,
@@ -449,12 +450,12 @@ impl Reviewed for AdmissionReviewed<'_> {
     }
 
     fn labels(&self) -> (&'static str, &'static str) {
-        let Admission { request, operation } = &self.admission;
+        let request = &self.request;
         (
             request
                 .health_resource()
                 .map_or("other", HealthResource::resource),
-            operation.as_str(),
+            request.operation.as_str(),
         )
     }
 
@@ -467,24 +468,14 @@ impl Reviewed for AdmissionReviewed<'_> {
     }
 }
 
-/// An object that is not its kind: the review is answered, denied with a 400 `Status`; an
-/// unknown operation (checked when the review was read) is not a review at all.
-fn undecidable(
-    admission: Admission<'_>,
-    err: RequestError,
-) -> Result<AdmissionReviewed<'_>, Rejection> {
-    match err {
-        RequestError::Decode(err) => {
-            let status = bad_request_status(error_chain(&*err));
-            let response = review::Response::deny(&admission.request.uid, status);
-            let body = response.into_body();
-            Ok(AdmissionReviewed {
-                admission,
-                outcome: Admitted::BadObject,
-                body,
-            })
-        }
-        RequestError::Operation(unknown) => Err(BadReview::Operation(unknown.0).into()),
+/// An object that is not its kind: the review is answered, denied with a 400 `Status`.
+fn undecidable(request: AdmissionRequest<'_>, err: DecodeError) -> AdmissionReviewed<'_> {
+    let status = bad_request_status(error_chain(&err));
+    let body = review::Response::deny(&request.uid, status).into_body();
+    AdmissionReviewed {
+        request,
+        outcome: Admitted::BadObject,
+        body,
     }
 }
 
@@ -499,13 +490,12 @@ impl Endpoint for Mutate {
         state: &WebhookState,
         body: &'b [u8],
     ) -> Result<AdmissionReviewed<'b>, Rejection> {
-        let admission = review::parse(body)?;
-        let request = &admission.request;
+        let request = review::parse(body)?;
         let Some(resource) = request.health_resource() else {
-            return Ok(AdmissionReviewed::allowed(admission));
+            return Ok(AdmissionReviewed::allowed(request));
         };
         match request.gated_field_to_drop(state.gates.csi_volume_health) {
-            Ok(None) => Ok(AdmissionReviewed::allowed(admission)),
+            Ok(None) => Ok(AdmissionReviewed::allowed(request)),
             Ok(Some(_)) => {
                 let mut response =
                     review::Response::allow_removing(&request.uid, review::gated_pointer(resource));
@@ -515,12 +505,12 @@ impl Endpoint for Mutate {
                 ));
                 let body = response.into_body();
                 Ok(AdmissionReviewed {
-                    admission,
+                    request,
                     outcome: Admitted::Patched,
                     body,
                 })
             }
-            Err(err) => undecidable(admission, err),
+            Err(err) => Ok(undecidable(request, err)),
         }
     }
 }
@@ -536,29 +526,28 @@ impl Endpoint for Validate {
         state: &WebhookState,
         body: &'b [u8],
     ) -> Result<AdmissionReviewed<'b>, Rejection> {
-        let admission = review::parse(body)?;
-        let request = &admission.request;
+        let request = review::parse(body)?;
         match request.validate(&state.restriction) {
-            Ok(Verdict::Allowed) => Ok(AdmissionReviewed::allowed(admission)),
+            Ok(Verdict::Allowed) => Ok(AdmissionReviewed::allowed(request)),
             Ok(Verdict::Forbidden(forbidden)) => {
                 let response = review::Response::deny(&request.uid, forbidden.status());
                 let body = response.into_body();
                 Ok(AdmissionReviewed {
-                    admission,
+                    request,
                     outcome: Admitted::Forbidden,
                     body,
                 })
             }
             Ok(Verdict::Invalid(invalid)) => {
-                let (outcome, response) = enforce(state, request, &invalid);
+                let (outcome, response) = enforce(state, &request, &invalid);
                 let body = response.into_body();
                 Ok(AdmissionReviewed {
-                    admission,
+                    request,
                     outcome,
                     body,
                 })
             }
-            Err(err) => undecidable(admission, err),
+            Err(err) => Ok(undecidable(request, err)),
         }
     }
 }
@@ -630,7 +619,7 @@ impl Outcome for volume_health_authz::Decision {
 
 impl Reviewed for Answer<'_> {
     fn log(&self, endpoint: &'static str, elapsed: Duration) {
-        let no_attrs = RequestAttributes::default();
+        let no_attrs = ResourceAttributes::default();
         let attrs = self.resource.as_ref().unwrap_or(&no_attrs);
         let decision = self.decision.label();
         event_at!(

@@ -20,4 +20,4 @@ pub mod tls;
 
 pub use handlers::{Settings, WebhookState, router};
 
-pub use volume_health_validation::error_chain;
+pub use volume_health_validation::status::error_chain;

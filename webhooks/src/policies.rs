@@ -13,10 +13,12 @@
 //! admission-policy status controller skips type checking otherwise.
 
 use serde_json::{Value, json};
-use volume_health_validation::{
-    ErrorKind, FieldError, GoJson, HealthResource, MAX_HEALTH_CONDITIONS, Path, Restricted,
-    forbidden_status, invalid_message,
-};
+use volume_health_validation::field::{ErrorKind, FieldPath, GoJson};
+use volume_health_validation::identity::{NODE_USER_PREFIX, NODES_GROUP};
+use volume_health_validation::restriction::Restricted;
+use volume_health_validation::rules::MAX_HEALTH_CONDITIONS;
+use volume_health_validation::status::{forbidden_status, invalid_message};
+use volume_health_validation::{FieldError, HealthResource};
 
 /// The prefix of every generated object's name.
 pub const PREFIX: &str = "volume-health";
@@ -303,7 +305,7 @@ pub fn storage_condition_identity() -> Value {
         .collect::<Vec<_>>()
         .join(" + ");
     // One Duplicate as the library prints it, for the pair p = [entry, condition].
-    let path = Path::root("status");
+    let path = FieldPath::root("status");
     let list = path.child("storageHealth");
     let item = list.index(0);
     let conds = item.child("healthConditions");
@@ -334,7 +336,7 @@ pub fn storage_condition_identity() -> Value {
         ],
     );
     let single = FieldError::new(
-        &Path::root("x"),
+        &FieldPath::root("x"),
         ErrorKind::Duplicate {
             rendered: String::new(),
         },
@@ -401,8 +403,8 @@ pub fn pvc_health_writers() -> Value {
         forbidden(Restricted::ClaimHealthByUser(HOLE.to_owned())).replace(&quoted_hole, HOLE);
     let name = "'\"' + object.metadata.name + '\"'";
     let username = "request.userInfo.username";
-    let node_prefix = volume_health_validation::NODE_USER_PREFIX;
-    let nodes_group = volume_health_validation::NODES_GROUP;
+    let node_prefix = NODE_USER_PREFIX;
+    let nodes_group = NODES_GROUP;
     let is_node = format!(
         "{username}.startsWith({}) && has(request.userInfo.groups) && {} in request.userInfo.groups",
         lit(node_prefix),

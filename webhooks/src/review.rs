@@ -11,7 +11,8 @@ use json_patch::jsonptr::Pointer;
 use json_patch::{Patch, PatchOperation, RemoveOperation};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use serde::Serialize;
-use volume_health_validation::{AdmissionRequest, AdmissionReview, HealthResource, Operation};
+use volume_health_validation::admission::ReviewError;
+use volume_health_validation::{AdmissionRequest, AdmissionReview, HealthResource};
 
 const API_VERSION: &str = "admission.k8s.io/v1";
 const KIND: &str = "AdmissionReview";
@@ -24,58 +25,16 @@ pub enum BadReview {
     /// Not text.
     #[error("request body is not an AdmissionReview: not UTF-8")]
     Utf8(#[source] std::str::Utf8Error),
-    /// Not JSON of the AdmissionReview shape.
-    #[error("request body is not an AdmissionReview")]
-    Decode(#[source] serde_json::Error),
-    /// Another apiVersion or kind.
-    #[error(
-        "expected kind AdmissionReview in admission.k8s.io/v1, got {kind:?} in {api_version:?}"
-    )]
-    Type {
-        /// The body's `apiVersion`.
-        api_version: String,
-        /// The body's `kind`.
-        kind: String,
-    },
-    /// No `request`.
-    #[error("AdmissionReview has no request")]
-    MissingRequest,
-    /// A request without `uid`.
-    #[error("AdmissionReview request has no uid")]
-    MissingUid,
-    /// An operation that is not CREATE, UPDATE, DELETE or CONNECT.
-    #[error("AdmissionReview request has unknown operation {0:?}")]
-    Operation(String),
-}
-
-/// A review's request, checked to be one this server answers.
-#[derive(Debug)]
-pub struct Admission<'a> {
-    /// The request.
-    pub request: AdmissionRequest<'a>,
-    /// Its operation.
-    pub operation: Operation,
+    /// Text, but no review with a request to decide.
+    #[error(transparent)]
+    Review(#[from] ReviewError),
 }
 
 /// Decodes and checks an AdmissionReview body.
-pub fn parse(body: &[u8]) -> Result<Admission<'_>, BadReview> {
+pub fn parse(body: &[u8]) -> Result<AdmissionRequest<'_>, BadReview> {
     // Checked once here, the text is not checked again string by string as serde reads it.
     let body = std::str::from_utf8(body).map_err(BadReview::Utf8)?;
-    let review = AdmissionReview::parse(body).map_err(BadReview::Decode)?;
-    if review.api_version != API_VERSION || review.kind != KIND {
-        return Err(BadReview::Type {
-            api_version: review.api_version.into_owned(),
-            kind: review.kind.into_owned(),
-        });
-    }
-    let request = review.request.ok_or(BadReview::MissingRequest)?;
-    if request.uid.is_empty() {
-        return Err(BadReview::MissingUid);
-    }
-    let operation = request
-        .operation()
-        .map_err(|unknown| BadReview::Operation(unknown.0))?;
-    Ok(Admission { request, operation })
+    Ok(AdmissionReview::parse(body)?.request)
 }
 
 /// The JSON Pointer of a resource's gated field, as the patch that drops it names it.

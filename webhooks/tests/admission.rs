@@ -520,7 +520,7 @@ async fn storage_condition_identity_can_be_turned_off() {
     let (_, body) = post(&app("gate-on"), "/validate", &c["body"]).await;
     assert_eq!(body["response"]["status"]["code"], 422);
     let in_tree = Settings {
-        storage_condition_identity: volume_health_validation::ConditionIdentity::InTree,
+        storage_condition_identity: volume_health_validation::rules::ConditionIdentity::InTree,
         ..settings("gate-on")
     };
     let (_, body) = post(&router(&in_tree, Metrics::new()), "/validate", &c["body"]).await;

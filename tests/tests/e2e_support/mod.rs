@@ -9,8 +9,9 @@ use anyhow::{Context, Result, bail};
 use hyper::Method;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
+use volume_health_validation::rules::ConditionIdentity;
 use volume_health_validation::{
-    AdmissionRequest, ConditionIdentity, HealthResource, Operation, RestrictionPolicy, UserInfo,
+    AdmissionRequest, HealthResource, Operation, RestrictionPolicy, UserInfo,
 };
 
 use volume_health_tests::cluster::{Cluster, User};
@@ -154,6 +155,7 @@ impl Replay {
             gate_enabled: true,
             pvc_health_writers: None,
             storage_condition_identity: identity,
+            error_limit: None,
         };
         let verdict = request
             .validate(&policy)

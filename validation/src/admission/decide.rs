@@ -4,7 +4,9 @@
 use std::collections::HashSet;
 
 use super::{AdmissionRequest, Forbidden, Invalid, Verdict};
-use crate::decode::{ClaimView, CsiNodeView, DecodeError, NameView, PodView, RawList, Slot, Walk, hash128};
+use crate::decode::{
+    ClaimView, CsiNodeView, DecodeError, NameView, PodView, RawList, Slot, Walk, hash128,
+};
 use crate::field::Errors;
 use crate::resource::{HealthResource, Operation};
 use crate::restriction::{RestrictionInput, RestrictionPolicy, check_restrictions};

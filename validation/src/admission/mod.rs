@@ -10,8 +10,8 @@ use std::fmt;
 use serde_json::value::RawValue;
 
 pub use crate::decode::DecodeError;
-pub use crate::decode::{HealthObject, Typed};
 use crate::decode::{self, Slot};
+pub use crate::decode::{HealthObject, Typed};
 pub use crate::identity::UserInfo;
 pub use crate::resource::GroupVersionResource;
 use crate::resource::{HealthResource, Operation};

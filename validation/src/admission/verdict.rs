@@ -77,4 +77,3 @@ impl Invalid {
         invalid_status_omitting(self.resource, &self.name, &self.errors, self.omitted)
     }
 }
-

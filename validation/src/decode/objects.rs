@@ -9,8 +9,8 @@ use serde::de::{DeserializeSeed, Deserializer, IgnoredAny};
 use serde_json::value::RawValue;
 
 use crate::decode::json;
-use crate::resource::HealthResource;
 use crate::decode::view::{ClaimView, CsiNodeView, ObjectVisitor, PodView};
+use crate::resource::HealthResource;
 
 /// An object in the request could not be decoded as its kind. Cheap to clone: the request keeps
 /// it, and each decision that reads the object returns it.

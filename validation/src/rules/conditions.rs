@@ -10,10 +10,10 @@
 
 use std::borrow::Cow;
 
-use crate::field::{ErrorKind, Errors, LengthUnit, FieldPath};
 use super::names::{CONDITION_REASON_DETAIL, is_condition_reason};
-use crate::render;
 use crate::decode::{RawList, StorageConditionView, VolumeConditionView, Walk, same_list};
+use crate::field::{ErrorKind, Errors, FieldPath, LengthUnit};
+use crate::render;
 
 /// Most conditions one health entry may carry.
 pub const MAX_HEALTH_CONDITIONS: usize = 16;

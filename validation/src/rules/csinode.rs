@@ -11,9 +11,9 @@ use super::conditions::{
     MAX_HEALTH_CONDITIONS, check_bytes, check_storage_condition, check_storage_identities,
 };
 use super::entries::{OldEntries, walk_names};
-use crate::field::{ErrorKind, ErrorList, Errors, GoQuoted, FieldPath};
 use super::names::{CSI_DRIVER_NAME_MAX_LEN, dns1123_subdomain_errors, go_to_lower};
 use crate::decode::{RawList, StorageHealthView, Walk, same_list, typed_storage_health};
+use crate::field::{ErrorKind, ErrorList, Errors, FieldPath, GoQuoted};
 
 /// Whether two conditions of one driver may share (status, reason, accessMode, volumeMode): this
 /// project's own rule. In-tree Kubernetes v1.37.2 accepts such duplicates (the list

@@ -6,9 +6,9 @@ use k8s_openapi::api::core::v1::{Pod, PodVolumeHealth};
 
 use super::conditions::{check_volume_conditions, check_volume_reasons};
 use super::entries::{OldEntries, walk_names};
+use crate::decode::{PodVolumeHealthView, RawList, Walk, same_list, typed_pod_volume_health};
 use crate::field::{ErrorKind, ErrorList, Errors, FieldPath};
 use crate::render;
-use crate::decode::{PodVolumeHealthView, RawList, Walk, same_list, typed_pod_volume_health};
 
 /// Validates a pod's `status.volumeHealth`, ratcheting against `old` on update. Volume names are
 /// looked up in the new pod's `spec.volumes`.

@@ -3,8 +3,8 @@
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, VolumeHealthStatus};
 
 use super::conditions::{check_volume_conditions, check_volume_reasons};
-use crate::field::{ErrorList, Errors, FieldPath};
 use crate::decode::{HealthStatusView, typed_health_status};
+use crate::field::{ErrorList, Errors, FieldPath};
 
 /// Validates a claim's `status.healthStatus`, ratcheting against `old` on update.
 ///
