@@ -358,7 +358,7 @@ fn not_an_object(located: &Located<'_>, err: &serde_json::Error) -> InputError {
         position: located.position,
         message: format!(
             "not a Kubernetes object: {}",
-            input::json::without_position(err)
+            volume_health_validation::decode::json::message_without_position(err)
         ),
     }
 }

@@ -16,23 +16,23 @@ pub const CSINODE_STATUS_GATED: &str = "CSIVolumeHealth feature gate is disabled
 /// What the rules need to know about one admission request; every field is cheap to extract
 /// from the review without decoding whole objects.
 #[derive(Clone, Copy, Debug)]
-pub struct RestrictionInput<'a> {
+pub(crate) struct RestrictionInput<'a> {
     /// The resource written.
-    pub resource: HealthResource,
+    pub(crate) resource: HealthResource,
     /// The subresource (`""` or `status` for the rules here).
-    pub subresource: &'a str,
+    pub(crate) subresource: &'a str,
     /// The operation.
-    pub operation: Operation,
+    pub(crate) operation: Operation,
     /// `userInfo.username`.
-    pub username: &'a str,
+    pub(crate) username: &'a str,
     /// The node name when the user is a node (see [`crate::identity::node_name`]).
-    pub node: Option<&'a str>,
+    pub(crate) node: Option<&'a str>,
     /// The object's name on CREATE, the request's name otherwise.
-    pub target_name: &'a str,
+    pub(crate) target_name: &'a str,
     /// `spec.nodeName` of the old pod (pods only).
-    pub old_pod_node_name: Option<&'a str>,
+    pub(crate) old_pod_node_name: Option<&'a str>,
     /// Whether `status.healthStatus` differs between the old and new claim (claims only).
-    pub health_status_changed: bool,
+    pub(crate) health_status_changed: bool,
 }
 
 /// Server-wide settings of the rules: of the node restriction and of this project's own rules.
@@ -79,7 +79,7 @@ pub enum Restricted {
 }
 
 /// Checks the request; `Err` holds the reason of the 403 (see [`crate::status::forbidden_status`]).
-pub fn check_restrictions(
+pub(crate) fn check_restrictions(
     input: &RestrictionInput<'_>,
     policy: &RestrictionPolicy,
 ) -> Result<(), Restricted> {

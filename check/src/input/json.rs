@@ -15,6 +15,7 @@ use std::borrow::Cow;
 use std::io::Read;
 
 use serde_json::value::RawValue;
+use volume_health_validation::decode::json::{Borrowed, message_without_position};
 
 use super::list::{Envelope, duplicate};
 use super::{InputError, Located, Position};
@@ -367,7 +368,7 @@ impl<R: Read> Stream<R> {
                 line,
                 column,
             },
-            message: without_position(err),
+            message: message_without_position(err),
         }
     }
 }
@@ -438,7 +439,7 @@ impl<'de> serde::de::Visitor<'de> for UniqueVisitor {
     fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Unique, A::Error> {
         let mut few: Vec<Cow<'de, str>> = Vec::new();
         let mut many: std::collections::HashSet<Cow<'de, str>> = Default::default();
-        while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
+        while let Some(Borrowed(key)) = map.next_key::<Borrowed<'de>>()? {
             if few.contains(&key) || many.contains(&key) {
                 return Err(serde::de::Error::custom(duplicate(&key)));
             }
@@ -451,20 +452,6 @@ impl<'de> serde::de::Visitor<'de> for UniqueVisitor {
             }
         }
         Ok(Unique)
-    }
-}
-
-/// A member name, borrowed unless it has escapes.
-#[derive(serde::Deserialize)]
-#[serde(transparent)]
-struct Key<'a>(#[serde(borrow)] Cow<'a, str>);
-
-/// serde_json's message without its trailing ` at line L column C`.
-pub(crate) fn without_position(err: &serde_json::Error) -> String {
-    let text = err.to_string();
-    match text.rfind(" at line ") {
-        Some(i) if err.line() > 0 => text[..i].to_owned(),
-        _ => text,
     }
 }
 

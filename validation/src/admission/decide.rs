@@ -3,20 +3,26 @@
 
 use std::collections::HashSet;
 
-use super::{AdmissionRequest, Forbidden, Invalid, Verdict};
+use super::verdict::{Forbidden, Invalid, Verdict};
 use crate::decode::{
     ClaimView, CsiNodeView, DecodeError, NameView, PodView, RawList, Slot, Walk, hash128,
 };
 use crate::field::Errors;
+use crate::identity::UserInfo;
 use crate::resource::{HealthResource, Operation};
 use crate::restriction::{RestrictionInput, RestrictionPolicy, check_restrictions};
 use crate::rules::{check_pod_volume_health, check_storage_health, check_volume_health_status};
 
-/// What the decisions read of a request: its resource and operation, known to be ones with
-/// rules here.
+/// What the decisions read of a request: its resource, known to be one with rules here, the
+/// request's facts and its objects.
 pub(crate) struct Target<'r, 'a> {
-    pub(crate) request: &'r AdmissionRequest<'a>,
     pub(crate) resource: HealthResource,
+    /// `subResource`, `""` when absent.
+    pub(crate) subresource: &'r str,
+    pub(crate) operation: Operation,
+    /// `name`, `""` when absent.
+    pub(crate) name: &'r str,
+    pub(crate) user: &'r UserInfo<'a>,
     /// `object` and `oldObject`.
     pub(crate) objects: (&'r Slot<'a>, &'r Slot<'a>),
 }
@@ -35,22 +41,10 @@ fn validates_fields(subresource: &str) -> bool {
 }
 
 impl<'r, 'a> Target<'r, 'a> {
-    fn subresource(&self) -> &str {
-        self.request.subresource()
-    }
-
-    fn name(&self) -> &str {
-        self.request.name()
-    }
-
-    fn operation(&self) -> Operation {
-        self.request.operation
-    }
-
     /// The validating webhook's decision: node restriction first, then field validation of the
     /// new object against the old one.
     pub(crate) fn validate(&self, policy: &RestrictionPolicy) -> Result<Verdict, DecodeError> {
-        if !covered(self.subresource()) || self.operation() == Operation::Connect {
+        if !covered(self.subresource) || self.operation == Operation::Connect {
             return Ok(Verdict::Allowed);
         }
         let (new, old) = self.objects;
@@ -62,7 +56,7 @@ impl<'r, 'a> Target<'r, 'a> {
                 if let Some(denied) = self.restrict(object_name, old_node, false, policy) {
                     return Ok(denied);
                 }
-                let Some(new) = new.filter(|_| validates_fields(self.subresource())) else {
+                let Some(new) = new.filter(|_| validates_fields(self.subresource)) else {
                     return Ok(Verdict::Allowed);
                 };
                 let volumes = NameSet::default();
@@ -79,12 +73,12 @@ impl<'r, 'a> Target<'r, 'a> {
                 let (new, old) = (new.as_claim()?, old.as_claim()?);
                 let new_health = new.and_then(ClaimView::health_status);
                 let old_health = old.and_then(ClaimView::health_status);
-                let changed = self.operation() == Operation::Update && new_health != old_health;
+                let changed = self.operation == Operation::Update && new_health != old_health;
                 let object_name = new.and_then(|n| n.metadata.name.as_deref());
                 if let Some(denied) = self.restrict(object_name, None, changed, policy) {
                     return Ok(denied);
                 }
-                if !validates_fields(self.subresource()) {
+                if !validates_fields(self.subresource) {
                     return Ok(Verdict::Allowed);
                 }
                 let mut errors = Errors::with_limit(policy.error_limit.unwrap_or(usize::MAX));
@@ -97,7 +91,7 @@ impl<'r, 'a> Target<'r, 'a> {
                 if let Some(denied) = self.restrict(object_name, None, false, policy) {
                     return Ok(denied);
                 }
-                let Some(new) = new.filter(|_| validates_fields(self.subresource())) else {
+                let Some(new) = new.filter(|_| validates_fields(self.subresource)) else {
                     return Ok(Verdict::Allowed);
                 };
                 let mut errors = Errors::with_limit(policy.error_limit.unwrap_or(usize::MAX));
@@ -120,16 +114,16 @@ impl<'r, 'a> Target<'r, 'a> {
         health_status_changed: bool,
         policy: &RestrictionPolicy,
     ) -> Option<Verdict> {
-        let name = self.name();
-        let target_name = match self.operation() {
+        let name = self.name;
+        let target_name = match self.operation {
             Operation::Create => object_name.unwrap_or(name),
             _ => name,
         };
-        let user = &self.request.user_info;
+        let user = self.user;
         let restriction = RestrictionInput {
             resource: self.resource,
-            subresource: self.subresource(),
-            operation: self.operation(),
+            subresource: self.subresource,
+            operation: self.operation,
             username: &user.username,
             node: user.node_name(),
             target_name,
@@ -155,7 +149,7 @@ impl<'r, 'a> Target<'r, 'a> {
         } else {
             Verdict::Invalid(Invalid {
                 resource: self.resource,
-                name: object_name.unwrap_or(self.name()).to_owned(),
+                name: object_name.unwrap_or(self.name).to_owned(),
                 errors,
                 omitted,
             })
@@ -171,8 +165,8 @@ impl<'r, 'a> Target<'r, 'a> {
         gate_enabled: bool,
     ) -> Result<Option<&'static str>, DecodeError> {
         if gate_enabled
-            || !covered(self.subresource())
-            || !matches!(self.operation(), Operation::Create | Operation::Update)
+            || !covered(self.subresource)
+            || !matches!(self.operation, Operation::Create | Operation::Update)
         {
             return Ok(None);
         }

@@ -313,8 +313,11 @@ impl<'a> AdmissionRequest<'a> {
 
     fn target(&self) -> Option<decide::Target<'_, 'a>> {
         Some(decide::Target {
-            request: self,
             resource: self.health_resource()?,
+            subresource: self.subresource(),
+            operation: self.operation,
+            name: self.name(),
+            user: &self.user_info,
             objects: (&self.object, &self.old_object),
         })
     }

@@ -46,7 +46,7 @@ pub fn from_str_seed<'a, S: DeserializeSeed<'a>>(
 
 /// serde_json's message of `error` without its position, for an error found in a part of a
 /// document read on its own: the enclosing reader adds its own position.
-pub(crate) fn message_without_position(error: &serde_json::Error) -> String {
+pub fn message_without_position(error: &serde_json::Error) -> String {
     let text = error.to_string();
     let suffix = format!(" at line {} column {}", error.line(), error.column());
     match text.strip_suffix(&suffix) {
@@ -59,7 +59,7 @@ pub(crate) fn message_without_position(error: &serde_json::Error) -> String {
 /// copies, and `#[serde(borrow)]` borrows only a field written `Cow<'a, str>` (not an alias, nor
 /// inside an `Option` or a list).
 #[derive(Deserialize)]
-pub(crate) struct Borrowed<'a>(#[serde(borrow)] pub(crate) Cow<'a, str>);
+pub struct Borrowed<'a>(#[serde(borrow)] pub Cow<'a, str>);
 
 /// Reads an optional string member borrowed from the text where it holds no escapes, for
 /// `#[serde(borrow, deserialize_with = "...")]`: `Option<Cow<'a, str>>` alone copies every
