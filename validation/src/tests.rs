@@ -95,7 +95,48 @@ fn errors_of(resource: HealthResource, new: &Value, old: Option<&Value>) -> Vec<
     };
     let typed = typed_errors(resource, new, old);
     assert_eq!(from_raw, typed, "raw and typed entry points disagree");
+    let written = typed_request_errors(resource, new, old, &user);
+    assert_eq!(from_raw, written, "raw and typed requests disagree");
     from_raw.iter().map(ToString::to_string).collect()
+}
+
+/// The field errors of the same write made in-process from typed objects.
+fn typed_request_errors(
+    resource: HealthResource,
+    new: &Value,
+    old: Option<&Value>,
+    user: &UserInfo<'_>,
+) -> ErrorList {
+    fn errors<K: HealthObject + serde::de::DeserializeOwned>(
+        new: &Value,
+        old: Option<&Value>,
+        user: &UserInfo<'_>,
+    ) -> ErrorList {
+        let new: K = serde_json::from_value(new.clone()).unwrap();
+        let old: Option<K> = old.map(|old| serde_json::from_value(old.clone()).unwrap());
+        let operation = if old.is_some() {
+            Operation::Update
+        } else {
+            Operation::Create
+        };
+        let request = AdmissionRequest::write(operation, Some(&new), old.as_ref())
+            .with_subresource("status")
+            .with_user(user.clone());
+        match request.validate(&RestrictionPolicy::default()).unwrap() {
+            Verdict::Allowed => vec![],
+            Verdict::Invalid(Invalid { errors, .. }) => errors,
+            forbidden => panic!("unexpected {forbidden:?}"),
+        }
+    }
+    match resource {
+        HealthResource::Pods => errors::<k8s_openapi::api::core::v1::Pod>(new, old, user),
+        HealthResource::PersistentVolumeClaims => {
+            errors::<k8s_openapi::api::core::v1::PersistentVolumeClaim>(new, old, user)
+        }
+        HealthResource::CsiNodes => {
+            errors::<k8s_openapi::api::storage::v1::CSINode>(new, old, user)
+        }
+    }
 }
 
 fn typed_errors(resource: HealthResource, new: &Value, old: Option<&Value>) -> ErrorList {
@@ -181,6 +222,66 @@ fn one_driver(conditions: Value) -> Value {
 }
 
 const PVC_C0: &str = "status.healthStatus.healthConditions[0]";
+
+/// Lists longer than the decoded reader holds, with repeated names and an old object: the
+/// typed entry points answer as the review's JSON does.
+#[test]
+fn long_lists_read_typed_as_from_json() {
+    let entries = |n: usize, conditions: usize| {
+        Value::Array(
+            (0..n)
+                .map(|i| {
+                    json!({"name": format!("d{}.example.com", i % (n / 2)),
+                           "healthConditions": storage_conds(conditions)})
+                })
+                .collect(),
+        )
+    };
+    let (new, old) = (entries(200, 2), entries(150, 1));
+    let errors = errors_of(NODE, &csinode(new.clone()), Some(&csinode(old)));
+    assert_eq!(
+        errors.iter().filter(|e| e.contains("Duplicate value")).count(),
+        100,
+        "{errors:?}"
+    );
+    let names: Value = Value::Array(
+        (0..200)
+            .map(|i| json!({"name": format!("v{}", i % 100)}))
+            .collect(),
+    );
+    let errors = errors_of(POD, &pod(names), None);
+    assert_eq!(
+        errors.iter().filter(|e| e.contains("Duplicate value")).count(),
+        100
+    );
+}
+
+/// A typed list of any length is checked in time linear in it, as a review's is.
+#[test]
+fn long_typed_lists_take_linear_time() {
+    use k8s_openapi::api::storage::v1::{CSINode, CSINodeStatus, StorageHealth};
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let entries = (0..100_000)
+            .map(|_| StorageHealth {
+                name: "csi.example.com".into(),
+                ..Default::default()
+            })
+            .collect();
+        let node = CSINode {
+            status: Some(CSINodeStatus {
+                storage_health: Some(entries),
+            }),
+            ..Default::default()
+        };
+        let _ = done.send(validate_csinode(&node, None).len());
+    });
+    // Quadratic name comparisons (10^10) would take many minutes here.
+    let errors = finished
+        .recv_timeout(std::time::Duration::from_secs(120))
+        .expect("100,000 typed entries checked within two minutes");
+    assert_eq!(errors, 99_999);
+}
 
 #[test]
 fn valid_objects_pass() {

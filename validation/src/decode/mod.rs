@@ -34,6 +34,7 @@
 pub mod json;
 mod objects;
 mod review;
+mod strict;
 mod typed;
 mod view;
 

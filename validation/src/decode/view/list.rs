@@ -35,7 +35,7 @@ pub(crate) struct RawList<'a, T> {
 
 enum Items<'a, T> {
     /// Every item: the list has at most [`HELD_ITEMS`]. The text is there when the list was read
-    /// from it (see [`crate::decode::json::Lists`]).
+    /// from it (see [`crate::decode::strict::Lists`]).
     Held {
         items: Vec<T>,
         text: Option<&'a RawValue>,
@@ -157,11 +157,13 @@ impl<T> RawList<'_, T> {
         self.len
     }
 
-    /// The items, when the list is short enough to hold them.
+    /// The items, when the list is short enough to hold them. A longer list of a typed object
+    /// keeps its items but is walked like one kept as text, so that every step stays linear in
+    /// its length.
     pub(crate) fn held(&self) -> Option<&[T]> {
         match &self.items {
-            Items::Held { items, .. } => Some(items),
-            Items::InText { .. } => None,
+            Items::Held { items, .. } if items.len() <= HELD_ITEMS => Some(items),
+            _ => None,
         }
     }
 }
