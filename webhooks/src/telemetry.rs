@@ -6,6 +6,10 @@ use tracing_subscriber::field::MakeExt;
 use tracing_subscriber::fmt::FormatFields;
 use tracing_subscriber::fmt::format::{Writer, debug_fn};
 
+/// The target of the server's log lines, wherever in `server` they are logged: log filters
+/// (`RUST_LOG`) and queries name the module, not the file inside it.
+pub(crate) const SERVER_TARGET: &str = "volume_health_webhooks::server";
+
 /// Log line format.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogFormat {
