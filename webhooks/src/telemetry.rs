@@ -1,5 +1,5 @@
 //! Logging setup: one structured line per review (at debug level for reviews that are simply
-//! allowed), text or JSON.
+//! allowed), text or JSON; and [`event_at!`], which logs those lines at their level.
 
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::field::MakeExt;
@@ -121,3 +121,16 @@ fn write_escaped(writer: &mut Writer<'_>, text: &str) -> std::fmt::Result {
 fn needs_escape(c: char) -> bool {
     c.is_control() || matches!(c, '\u{2028}' | '\u{2029}')
 }
+
+/// `tracing::event!` at a level known only at run time: the macro wants it as a constant, and
+/// the answers are logged at debug or info.
+macro_rules! event_at {
+    ($level:expr, $($event:tt)*) => {
+        if $level == ::tracing::Level::DEBUG {
+            ::tracing::event!(::tracing::Level::DEBUG, $($event)*)
+        } else {
+            ::tracing::event!(::tracing::Level::INFO, $($event)*)
+        }
+    };
+}
+pub(crate) use event_at;

@@ -8,12 +8,13 @@ use volume_health_validation::admission::{DecodeError, Invalid};
 use volume_health_validation::status::bad_request_status;
 use volume_health_validation::{AdmissionRequest, HealthResource, Verdict};
 
-use super::endpoint::{Endpoint, Outcome, Reviewed, event_at};
+use super::endpoint::{Endpoint, Reviewed};
 use super::rejection::Rejection;
 use super::state::WebhookState;
 use crate::enforcement::{self, EnforcementAction};
 use crate::error_chain;
 use crate::review;
+use crate::telemetry::event_at;
 
 /// What an admission endpoint answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,8 +35,9 @@ enum Admitted {
     BadObject,
 }
 
-impl Outcome for Admitted {
-    fn label(&self) -> &'static str {
+impl Admitted {
+    /// The `decision` of logs and metrics.
+    fn label(self) -> &'static str {
         match self {
             Admitted::Allowed => "allowed",
             Admitted::Patched => "patched",
@@ -51,7 +53,7 @@ impl Outcome for Admitted {
     // allowed: those are counted in /metrics, and logged only at debug level
     // (`RUST_LOG=volume_health_webhooks=debug` logs every review). Denials and patches, the
     // answers someone may have to look into, are logged at info.
-    fn level(&self) -> Level {
+    fn level(self) -> Level {
         match self {
             Admitted::Allowed => Level::DEBUG,
             _ => Level::INFO,
@@ -111,8 +113,8 @@ impl Reviewed for AdmissionReviewed<'_> {
         )
     }
 
-    fn outcome(&self) -> &dyn Outcome {
-        &self.outcome
+    fn decision(&self) -> &'static str {
+        self.outcome.label()
     }
 
     fn into_body(self) -> Vec<u8> {

@@ -3,11 +3,12 @@
 use std::time::Duration;
 
 use tracing::Level;
-use volume_health_authz::{Answer, ResourceAttributes};
+use volume_health_authz::{Answer, Decision, ResourceAttributes};
 
-use super::endpoint::{Endpoint, Outcome, Reviewed, event_at};
+use super::endpoint::{Endpoint, Reviewed};
 use super::rejection::Rejection;
 use super::state::WebhookState;
+use crate::telemetry::event_at;
 
 /// `/authorize`: the SubjectAccessReview of `csinodes/status`.
 pub(super) struct Authorize;
@@ -21,18 +22,13 @@ impl Endpoint for Authorize {
     }
 }
 
-impl Outcome for volume_health_authz::Decision {
-    fn label(&self) -> &'static str {
-        volume_health_authz::Decision::label(self)
-    }
-
-    // As for admission: the ordinary answers (allow, or no opinion for everything outside the
-    // table) are counted in /metrics and logged at debug level; a deny is logged at info.
-    fn level(&self) -> Level {
-        match self {
-            volume_health_authz::Decision::Deny(_) => Level::INFO,
-            _ => Level::DEBUG,
-        }
+/// The level of a decision's log line. As for admission: the ordinary answers (allow, or no
+/// opinion for everything outside the table) are counted in /metrics and logged at debug level;
+/// a deny is logged at info.
+fn level(decision: &Decision) -> Level {
+    match decision {
+        Decision::Deny(_) => Level::INFO,
+        _ => Level::DEBUG,
     }
 }
 
@@ -42,7 +38,7 @@ impl Reviewed for Answer<'_> {
         let attrs = self.resource.as_ref().unwrap_or(&no_attrs);
         let decision = self.decision.label();
         event_at!(
-            Outcome::level(&self.decision),
+            level(&self.decision),
             endpoint,
             user = &*self.user,
             verb = &*attrs.verb,
@@ -70,8 +66,8 @@ impl Reviewed for Answer<'_> {
         )
     }
 
-    fn outcome(&self) -> &dyn Outcome {
-        &self.decision
+    fn decision(&self) -> &'static str {
+        self.decision.label()
     }
 
     fn into_body(self) -> Vec<u8> {

@@ -1,6 +1,7 @@
 //! The skeleton every endpoint shares ([`serve`]): read the body, decide, log, count, answer.
 //! An [`Endpoint`] decides; what it decided knows its log line and metric labels
-//! ([`Reviewed`]).
+//! ([`Reviewed`]). Each endpoint is a type, so that [`serve`] is one handler per endpoint,
+//! compiled for it, and what it decided may borrow the body rather than copy it.
 
 use std::time::{Duration, Instant};
 
@@ -8,7 +9,6 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
-use tracing::Level;
 
 use super::body::off_workers_when_large;
 use super::rejection::{Rejection, json_response};
@@ -30,19 +30,10 @@ pub(super) trait Reviewed {
     fn log(&self, endpoint: &'static str, elapsed: Duration);
     /// `resource` and `operation` of the request metrics.
     fn labels(&self) -> (&'static str, &'static str);
-    /// The outcome, for the `decision` label.
-    fn outcome(&self) -> &dyn Outcome;
+    /// The `decision` of logs and metrics. Dashboards and alerts read these values.
+    fn decision(&self) -> &'static str;
     /// The body of the 200 answer.
     fn into_body(self) -> Vec<u8>;
-}
-
-/// What an endpoint decided, as logged and counted.
-pub(super) trait Outcome {
-    /// The `decision` of logs and metrics. Dashboards and alerts read these values.
-    fn label(&self) -> &'static str;
-    /// The level of its log line: the ordinary answers at debug, the ones someone may have to
-    /// look into at info.
-    fn level(&self) -> Level;
 }
 
 /// The skeleton of every endpoint: read the body, decide, log, count, answer.
@@ -55,7 +46,7 @@ pub(super) async fn serve<E: Endpoint>(State(state): State<WebhookState>, body: 
             let elapsed = started.elapsed();
             reviewed.log(E::NAME, elapsed);
             let (resource, operation) = reviewed.labels();
-            let decision = reviewed.outcome().label();
+            let decision = reviewed.decision();
             state
                 .metrics
                 .observe(E::NAME, resource, operation, decision, elapsed);
@@ -66,16 +57,3 @@ pub(super) async fn serve<E: Endpoint>(State(state): State<WebhookState>, body: 
     .await
     .unwrap_or_else(|panicked| panicked.answer(&state.metrics, E::NAME, Instant::now()))
 }
-
-/// `tracing::event!` at a level known only at run time: the macro wants it as a constant, and
-/// the answers are logged at debug or info.
-macro_rules! event_at {
-    ($level:expr, $($event:tt)*) => {
-        if $level == ::tracing::Level::DEBUG {
-            ::tracing::event!(::tracing::Level::DEBUG, $($event)*)
-        } else {
-            ::tracing::event!(::tracing::Level::INFO, $($event)*)
-        }
-    };
-}
-pub(super) use event_at;
