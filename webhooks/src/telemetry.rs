@@ -6,8 +6,10 @@ use tracing_subscriber::field::MakeExt;
 use tracing_subscriber::fmt::FormatFields;
 use tracing_subscriber::fmt::format::{Writer, debug_fn};
 
-/// The target of the server's log lines, wherever in `server` they are logged: log filters
+/// The target of the handlers' log lines, wherever in `handlers` they are logged: log filters
 /// (`RUST_LOG`) and queries name the module, not the file inside it.
+pub(crate) const HANDLERS_TARGET: &str = "volume_health_webhooks::handlers";
+/// The target of the server's log lines, wherever in `server` they are logged, likewise.
 pub(crate) const SERVER_TARGET: &str = "volume_health_webhooks::server";
 
 /// Log line format.
@@ -125,11 +127,11 @@ fn needs_escape(c: char) -> bool {
 /// `tracing::event!` at a level known only at run time: the macro wants it as a constant, and
 /// the answers are logged at debug or info.
 macro_rules! event_at {
-    ($level:expr, $($event:tt)*) => {
+    (target: $target:expr, $level:expr, $($event:tt)*) => {
         if $level == ::tracing::Level::DEBUG {
-            ::tracing::event!(::tracing::Level::DEBUG, $($event)*)
+            ::tracing::event!(target: $target, ::tracing::Level::DEBUG, $($event)*)
         } else {
-            ::tracing::event!(::tracing::Level::INFO, $($event)*)
+            ::tracing::event!(target: $target, ::tracing::Level::INFO, $($event)*)
         }
     };
 }

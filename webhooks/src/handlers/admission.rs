@@ -14,7 +14,7 @@ use super::state::WebhookState;
 use crate::enforcement::{self, EnforcementAction};
 use crate::error_chain;
 use crate::review;
-use crate::telemetry::event_at;
+use crate::telemetry::{HANDLERS_TARGET, event_at};
 
 /// What an admission endpoint answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,6 +87,7 @@ impl Reviewed for AdmissionReviewed<'_> {
         // value cannot pass for another field (control characters are escaped by the
         // formatter).
         event_at!(
+            target: HANDLERS_TARGET,
             self.outcome.level(),
             endpoint,
             uid = &*request.uid,
@@ -227,6 +228,7 @@ fn enforce<'a>(
     }
     // The answer (allowed) tells nobody what was wrong, so the would-be denial is logged whole.
     tracing::info!(
+        target: HANDLERS_TARGET,
         uid = &*request.uid,
         resource,
         namespace = request.namespace.as_deref().unwrap_or_default(),

@@ -8,7 +8,7 @@ use volume_health_authz::{Answer, Decision, ResourceAttributes};
 use super::endpoint::{Endpoint, Reviewed};
 use super::rejection::Rejection;
 use super::state::WebhookState;
-use crate::telemetry::event_at;
+use crate::telemetry::{HANDLERS_TARGET, event_at};
 
 /// `/authorize`: the SubjectAccessReview of `csinodes/status`.
 pub(super) struct Authorize;
@@ -38,6 +38,7 @@ impl Reviewed for Answer<'_> {
         let attrs = self.resource.as_ref().unwrap_or(&no_attrs);
         let decision = self.decision.label();
         event_at!(
+            target: HANDLERS_TARGET,
             level(&self.decision),
             endpoint,
             user = &*self.user,

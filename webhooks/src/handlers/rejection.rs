@@ -10,6 +10,7 @@ use volume_health_validation::status::bad_request_status;
 use crate::error_chain;
 use crate::metrics::Metrics;
 use crate::review::{BadReview, PlainJson};
+use crate::telemetry::HANDLERS_TARGET;
 
 /// A request this server cannot answer with a review: an HTTP error with a `Status` body.
 #[derive(Debug)]
@@ -94,6 +95,7 @@ impl Rejection {
         let elapsed = started.elapsed();
         let message = self.message();
         tracing::warn!(
+            target: HANDLERS_TARGET,
             endpoint,
             status = self.status().as_u16(),
             error = message,
