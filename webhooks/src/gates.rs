@@ -3,6 +3,8 @@
 use std::fmt;
 use std::str::FromStr;
 
+use crate::parse::parse_bool;
+
 /// The gate this server knows, alpha in Kubernetes v1.37 and so off by default.
 pub const CSI_VOLUME_HEALTH: &str = "CSIVolumeHealth";
 /// Turns every alpha gate on or off, as in Kubernetes.
@@ -123,23 +125,6 @@ impl fmt::Display for FeatureGates {
     }
 }
 
-/// A boolean that Go's `strconv.ParseBool` refuses.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "strconv.ParseBool: parsing {0:?}: invalid syntax; use one of 1, t, T, TRUE, true, True, 0, f, F, FALSE, false, False"
-)]
-pub struct ParseBoolError(pub String);
-
-/// Go's `strconv.ParseBool`, which Kubernetes components use for boolean flags and feature
-/// gates: exactly `1, t, T, TRUE, true, True` and `0, f, F, FALSE, false, False`.
-pub fn parse_bool(s: &str) -> Result<bool, ParseBoolError> {
-    match s {
-        "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(true),
-        "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(false),
-        _ => Err(ParseBoolError(s.to_owned())),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -195,29 +180,6 @@ mod tests {
         for (values, want) in table {
             assert_eq!(merged(values), *want, "{values:?}");
         }
-    }
-
-    #[test]
-    fn booleans_are_exactly_gos_parse_bool() {
-        for yes in ["1", "t", "T", "TRUE", "true", "True"] {
-            assert_eq!(parse_bool(yes), Ok(true), "{yes}");
-        }
-        for no in ["0", "f", "F", "FALSE", "false", "False"] {
-            assert_eq!(parse_bool(no), Ok(false), "{no}");
-        }
-        for bad in [
-            "", "yes", "no", "on", "off", "tRUE", "fAlse", " true", "true ", "2", "y",
-        ] {
-            assert_eq!(
-                parse_bool(bad),
-                Err(ParseBoolError(bad.to_owned())),
-                "{bad:?}"
-            );
-        }
-        assert_eq!(
-            parse_bool("yes").unwrap_err().to_string(),
-            "strconv.ParseBool: parsing \"yes\": invalid syntax; use one of 1, t, T, TRUE, true, True, 0, f, F, FALSE, false, False"
-        );
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod gates;
 mod handlers;
 pub mod health;
 pub mod metrics;
+pub mod parse;
 pub mod policies;
 pub mod review;
 pub mod server;

@@ -39,16 +39,18 @@ pub fn parse(body: &[u8]) -> Result<AdmissionRequest<'_>, BadReview> {
 
 /// The JSON Pointer of a resource's gated field, as the patch that drops it names it.
 pub fn gated_pointer(resource: HealthResource) -> &'static Pointer {
-    // The library's pointers, checked when compiled: `from_static` of an invalid pointer does
-    // not build.
-    const PODS: &Pointer = Pointer::from_static(HealthResource::Pods.gated_pointer());
-    const CLAIMS: &Pointer =
-        Pointer::from_static(HealthResource::PersistentVolumeClaims.gated_pointer());
-    const CSINODES: &Pointer = Pointer::from_static(HealthResource::CsiNodes.gated_pointer());
+    // Each arm builds its own variant's pointer from the library's when compiled (`from_static`
+    // of an invalid pointer does not build), so there is no table here to keep in step.
     match resource {
-        HealthResource::Pods => PODS,
-        HealthResource::PersistentVolumeClaims => CLAIMS,
-        HealthResource::CsiNodes => CSINODES,
+        HealthResource::Pods => {
+            const { Pointer::from_static(HealthResource::Pods.gated_pointer()) }
+        }
+        HealthResource::PersistentVolumeClaims => {
+            const { Pointer::from_static(HealthResource::PersistentVolumeClaims.gated_pointer()) }
+        }
+        HealthResource::CsiNodes => {
+            const { Pointer::from_static(HealthResource::CsiNodes.gated_pointer()) }
+        }
     }
 }
 
@@ -154,17 +156,6 @@ mod tests {
         for err in [utf8, decode] {
             let source = err.source().unwrap().to_string();
             assert!(!err.to_string().contains(&source), "{err}");
-        }
-    }
-
-    #[test]
-    fn gated_pointers_name_the_gated_fields() {
-        for resource in [
-            HealthResource::Pods,
-            HealthResource::PersistentVolumeClaims,
-            HealthResource::CsiNodes,
-        ] {
-            assert_eq!(gated_pointer(resource).as_str(), resource.gated_pointer());
         }
     }
 }

@@ -1,10 +1,16 @@
 //! Logging setup: one structured line per review (at debug level for reviews that are simply
-//! allowed), text or JSON.
+//! allowed), text or JSON; and [`event_at!`], which logs those lines at their level.
 
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::field::MakeExt;
 use tracing_subscriber::fmt::FormatFields;
 use tracing_subscriber::fmt::format::{Writer, debug_fn};
+
+/// The target of the handlers' log lines, wherever in `handlers` they are logged: log filters
+/// (`RUST_LOG`) and queries name the module, not the file inside it.
+pub(crate) const HANDLERS_TARGET: &str = "volume_health_webhooks::handlers";
+/// The target of the server's log lines, wherever in `server` they are logged, likewise.
+pub(crate) const SERVER_TARGET: &str = "volume_health_webhooks::server";
 
 /// Log line format.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -117,3 +123,16 @@ fn write_escaped(writer: &mut Writer<'_>, text: &str) -> std::fmt::Result {
 fn needs_escape(c: char) -> bool {
     c.is_control() || matches!(c, '\u{2028}' | '\u{2029}')
 }
+
+/// `tracing::event!` at a level known only at run time: the macro wants it as a constant, and
+/// the answers are logged at debug or info.
+macro_rules! event_at {
+    (target: $target:expr, $level:expr, $($event:tt)*) => {
+        if $level == ::tracing::Level::DEBUG {
+            ::tracing::event!(target: $target, ::tracing::Level::DEBUG, $($event)*)
+        } else {
+            ::tracing::event!(target: $target, ::tracing::Level::INFO, $($event)*)
+        }
+    };
+}
+pub(crate) use event_at;

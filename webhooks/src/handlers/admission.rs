@@ -1,0 +1,247 @@
+//! `/mutate` and `/validate`: the admission reviews, what each answered, and
+//! `--enforcement-action`.
+
+use std::time::Duration;
+
+use tracing::Level;
+use volume_health_validation::admission::{DecodeError, Invalid};
+use volume_health_validation::status::bad_request_status;
+use volume_health_validation::{AdmissionRequest, HealthResource, Verdict};
+
+use super::endpoint::{Endpoint, Reviewed};
+use super::rejection::Rejection;
+use super::state::WebhookState;
+use crate::enforcement::{self, EnforcementAction};
+use crate::error_chain;
+use crate::review;
+use crate::telemetry::{HANDLERS_TARGET, event_at};
+
+/// What an admission endpoint answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Admitted {
+    /// Allowed unchanged.
+    Allowed,
+    /// Allowed with the gated field dropped.
+    Patched,
+    /// Denied by the node restriction.
+    Forbidden,
+    /// Denied by field validation.
+    Invalid,
+    /// Field validation would deny; allowed with warnings (`--enforcement-action=warn`).
+    Warned,
+    /// Field validation would deny; allowed, logged (`--enforcement-action=dryrun`).
+    DryRun,
+    /// Denied: an object is not its kind.
+    BadObject,
+}
+
+impl Admitted {
+    /// The `decision` of logs and metrics.
+    fn label(self) -> &'static str {
+        match self {
+            Admitted::Allowed => "allowed",
+            Admitted::Patched => "patched",
+            Admitted::Forbidden => "forbidden",
+            Admitted::Invalid => "invalid",
+            Admitted::Warned => "warned",
+            Admitted::DryRun => "dryrun",
+            Admitted::BadObject => "bad_object",
+        }
+    }
+
+    // Every kubelet status write passes through here, and almost all of them are simply
+    // allowed: those are counted in /metrics, and logged only at debug level
+    // (`RUST_LOG=volume_health_webhooks=debug` logs every review). Denials and patches, the
+    // answers someone may have to look into, are logged at info.
+    fn level(self) -> Level {
+        match self {
+            Admitted::Allowed => Level::DEBUG,
+            _ => Level::INFO,
+        }
+    }
+}
+
+/// An admission review decided: the request, what was answered, and the answer's body.
+pub(super) struct AdmissionReviewed<'b> {
+    request: AdmissionRequest<'b>,
+    outcome: Admitted,
+    body: Vec<u8>,
+}
+
+impl<'b> AdmissionReviewed<'b> {
+    fn allowed(request: AdmissionRequest<'b>) -> Self {
+        let body = review::Response::allow(&request.uid).into_body();
+        AdmissionReviewed {
+            request,
+            outcome: Admitted::Allowed,
+            body,
+        }
+    }
+}
+
+impl Reviewed for AdmissionReviewed<'_> {
+    fn log(&self, endpoint: &'static str, elapsed: Duration) {
+        let request = &self.request;
+        let decision = self.outcome.label();
+        // Values from the request are logged as strings, so the text format quotes them: a
+        // value cannot pass for another field (control characters are escaped by the
+        // formatter).
+        event_at!(
+            target: HANDLERS_TARGET,
+            self.outcome.level(),
+            endpoint,
+            uid = &*request.uid,
+            resource = &*request.resource.resource,
+            subresource = request.subresource(),
+            namespace = request.namespace.as_deref().unwrap_or_default(),
+            name = request.name(),
+            operation = request.operation.as_str(),
+            user = &*request.user_info.username,
+            dry_run = request.dry_run.unwrap_or(false),
+            decision,
+            latency_us = elapsed.as_micros() as u64,
+            "admission review"
+        );
+    }
+
+    fn labels(&self) -> (&'static str, &'static str) {
+        let request = &self.request;
+        (
+            request
+                .health_resource()
+                .map_or("other", HealthResource::resource),
+            request.operation.as_str(),
+        )
+    }
+
+    fn decision(&self) -> &'static str {
+        self.outcome.label()
+    }
+
+    fn into_body(self) -> Vec<u8> {
+        self.body
+    }
+}
+
+/// An object that is not its kind: the review is answered, denied with a 400 `Status`.
+fn undecidable(request: AdmissionRequest<'_>, err: DecodeError) -> AdmissionReviewed<'_> {
+    let status = bad_request_status(error_chain(&err));
+    let body = review::Response::deny(&request.uid, status).into_body();
+    AdmissionReviewed {
+        request,
+        outcome: Admitted::BadObject,
+        body,
+    }
+}
+
+/// `/mutate`: drop on save while `CSIVolumeHealth` is off.
+pub(super) struct Mutate;
+
+impl Endpoint for Mutate {
+    const NAME: &'static str = "mutate";
+    type Reviewed<'b> = AdmissionReviewed<'b>;
+
+    fn decide<'b>(
+        state: &WebhookState,
+        body: &'b [u8],
+    ) -> Result<AdmissionReviewed<'b>, Rejection> {
+        let request = review::parse(body)?;
+        let Some(resource) = request.health_resource() else {
+            return Ok(AdmissionReviewed::allowed(request));
+        };
+        match request.gated_field_to_drop(state.gates.csi_volume_health) {
+            Ok(None) => Ok(AdmissionReviewed::allowed(request)),
+            Ok(Some(_)) => {
+                let mut response =
+                    review::Response::allow_removing(&request.uid, review::gated_pointer(resource));
+                response.warnings.push(format!(
+                    "{} was dropped: feature gate CSIVolumeHealth is disabled",
+                    resource.gated_field()
+                ));
+                let body = response.into_body();
+                Ok(AdmissionReviewed {
+                    request,
+                    outcome: Admitted::Patched,
+                    body,
+                })
+            }
+            Err(err) => Ok(undecidable(request, err)),
+        }
+    }
+}
+
+/// `/validate`: node restriction, then field validation.
+pub(super) struct Validate;
+
+impl Endpoint for Validate {
+    const NAME: &'static str = "validate";
+    type Reviewed<'b> = AdmissionReviewed<'b>;
+
+    fn decide<'b>(
+        state: &WebhookState,
+        body: &'b [u8],
+    ) -> Result<AdmissionReviewed<'b>, Rejection> {
+        let request = review::parse(body)?;
+        match request.validate(&state.restriction) {
+            Ok(Verdict::Allowed) => Ok(AdmissionReviewed::allowed(request)),
+            Ok(Verdict::Forbidden(forbidden)) => {
+                let response = review::Response::deny(&request.uid, forbidden.status());
+                let body = response.into_body();
+                Ok(AdmissionReviewed {
+                    request,
+                    outcome: Admitted::Forbidden,
+                    body,
+                })
+            }
+            Ok(Verdict::Invalid(invalid)) => {
+                let (outcome, response) = enforce(state, &request, &invalid);
+                let body = response.into_body();
+                Ok(AdmissionReviewed {
+                    request,
+                    outcome,
+                    body,
+                })
+            }
+            Err(err) => Ok(undecidable(request, err)),
+        }
+    }
+}
+
+/// Applies `--enforcement-action` to a review that field validation refuses. Node restriction
+/// and undecodable objects never come here: they are denied in every mode.
+fn enforce<'a>(
+    state: &WebhookState,
+    request: &'a AdmissionRequest<'a>,
+    invalid: &Invalid,
+) -> (Admitted, review::Response<'a>) {
+    let action = state.enforcement_action;
+    let resource = invalid.resource.resource();
+    // Counted in every mode, so the count seen during `warn` or `dryrun` is what `deny` would
+    // refuse.
+    state.metrics.violation(resource, action.as_str());
+    let status = invalid.status();
+    if action == EnforcementAction::Deny {
+        return (
+            Admitted::Invalid,
+            review::Response::deny(&request.uid, status),
+        );
+    }
+    // The answer (allowed) tells nobody what was wrong, so the would-be denial is logged whole.
+    tracing::info!(
+        target: HANDLERS_TARGET,
+        uid = &*request.uid,
+        resource,
+        namespace = request.namespace.as_deref().unwrap_or_default(),
+        name = request.name(),
+        user = &*request.user_info.username,
+        action = action.as_str(),
+        denial = status.message.as_deref().unwrap_or_default(),
+        "field validation would deny"
+    );
+    let mut response = review::Response::allow(&request.uid);
+    if action == EnforcementAction::Warn {
+        response.warnings = enforcement::warnings(&invalid.errors);
+        return (Admitted::Warned, response);
+    }
+    (Admitted::DryRun, response)
+}
