@@ -519,13 +519,18 @@ async fn put_floor(
     entries: usize,
     offset: usize,
     last_duplicate: bool,
+    reversed: bool,
 ) -> (u16, Value, Duration, Value, Value) {
     let api = &cluster.api;
     let path = format!("/apis/storage.k8s.io/v1/csinodes/{FLOOR_NODE}");
     let (code, old) = api.send(Method::GET, &path, None, None).await.unwrap();
     assert_eq!(code, 200, "{old}");
     let mut new = old.clone();
-    new["status"] = json!({"storageHealth": floor_health(entries, offset, last_duplicate)});
+    let mut health = floor_health(entries, offset, last_duplicate);
+    if reversed {
+        health.as_array_mut().unwrap().reverse();
+    }
+    new["status"] = json!({"storageHealth": health});
     let started = Instant::now();
     let (code, body) = api
         .send(Method::PUT, &format!("{path}/status"), Some(&new), None)
@@ -562,7 +567,9 @@ async fn cost_floor(cluster: &Cluster) {
         .await
         .unwrap();
     assert_eq!(code, 201, "{body}");
-    let put = |entries, offset, last_duplicate| put_floor(cluster, entries, offset, last_duplicate);
+    let put = |entries, offset, last_duplicate| {
+        put_floor(cluster, entries, offset, last_duplicate, false)
+    };
     // Bisection: `stored` drivers were stored, `refused` were over the store's limit.
     let (mut stored, mut refused) = (COST_FLOOR_ENTRIES / 2, 2 * COST_FLOOR_ENTRIES);
     let (code, body, ..) = put(refused, 0, false).await;
@@ -612,6 +619,12 @@ async fn cost_floor(cluster: &Cluster) {
         want,
         "the duplicate is found"
     );
+    assert!(took < FLOOR_TIME, "{took:?}");
+    // The entries in the reverse order, every one changed: none is at its old position, each
+    // old entry is looked up by name.
+    let (code, body, took, ..) = put_floor(cluster, largest, offset + 4, false, true).await;
+    eprintln!("cost floor: the same reversed, no duplicate: {code} in {took:?}");
+    assert_eq!(code, 200, "looked up by name within budget: {body}");
     assert!(took < FLOOR_TIME, "{took:?}");
     assert!(
         largest >= COST_FLOOR_ENTRIES,
