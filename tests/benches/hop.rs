@@ -178,7 +178,7 @@ async fn main() {
     for (label, p) in [("p50", 0.5), ("p99", 0.99)] {
         let (a, b) = (percentile(with, p), percentile(without, p));
         println!(
-            "  hop {label}: +{:.2} ms ({:.2}x)",
+            "  hop {label}: {:+.2} ms ({:.2}x)",
             ms(a) - ms(b),
             a.as_secs_f64() / b.as_secs_f64()
         );
@@ -186,7 +186,7 @@ async fn main() {
     for (label, p) in [("p50", 0.5), ("p99", 0.99)] {
         let (a, b) = (percentile(native, p), percentile(without, p));
         println!(
-            "  native policies {label}: +{:.2} ms ({:.2}x)",
+            "  native policies {label}: {:+.2} ms ({:.2}x)",
             ms(a) - ms(b),
             a.as_secs_f64() / b.as_secs_f64()
         );
