@@ -31,7 +31,7 @@ const NODE: &str = "node-1";
 /// The label the native bindings select pods by.
 const NATIVE_LABEL: &str = "volume-health.example/native-policies";
 
-/// Creates `object` (a policy, a binding or a ConfigMap) through the admin client.
+/// Creates `object` (a policy or a binding) through the admin client.
 async fn create(cluster: &Cluster, object: &Value) {
     let plural = match object["kind"].as_str().unwrap() {
         "MutatingAdmissionPolicy" => "mutatingadmissionpolicies",
@@ -133,12 +133,13 @@ async fn main() {
                 .patch_status(name, &PatchParams::default(), &patch)
                 .await
                 .unwrap();
+            let took = started.elapsed();
             assert!(
                 serde_json::to_value(&stored).unwrap()["status"]["volumeHealth"].is_array(),
                 "the stored volumeHealth is kept"
             );
             if round >= warmup {
-                series[which].push(started.elapsed());
+                series[which].push(took);
             }
         }
     }
