@@ -44,6 +44,9 @@ const WRITERS: &[&str] = &[
 /// the apiserver stores (1,400 on kube-apiserver v1.37.2 beside etcd's default request limit:
 /// one more and etcd refuses the request); the suite fails when it finds fewer.
 const COST_FLOOR_ENTRIES: usize = 1400;
+/// As [`COST_FLOOR_ENTRIES`] for drivers whose 16 conditions share one 256-byte reason, so
+/// that every condition is compared field by field (274 found on the same apiserver and etcd).
+const COST_FLOOR_LONG_REASON_ENTRIES: usize = 274;
 /// How long a write of the largest CSINode may take, the policies evaluated.
 const FLOOR_TIME: Duration = Duration::from_secs(10);
 
@@ -412,7 +415,8 @@ async fn native() {
 
     node_writes_claim_health(&cluster).await;
     long_messages(&cluster).await;
-    cost_floor(&cluster).await;
+    cost_floor(&cluster, Floor::Shortest).await;
+    cost_floor(&cluster, Floor::LongReasons).await;
     warn_and_audit(&cluster).await;
     drop_on_save(&cluster).await;
     controller.check_running().unwrap();
@@ -472,13 +476,35 @@ async fn wait_enforced(cluster: &Cluster) {
     }
 }
 
-/// A CSINode status of `entries` drivers with the shortest valid names, 16 conditions each
-/// with the shortest valid reasons, starting at letter `offset` (so that two offsets differ in
-/// every condition); with `last_duplicate`, the last driver's last condition repeats the one
-/// before it.
-fn floor_health(entries: usize, offset: usize, last_duplicate: bool) -> Value {
+/// The shapes of the largest CSINode status.
+#[derive(Clone, Copy, Debug)]
+enum Floor {
+    /// 16 shortest valid conditions a driver, their reasons one letter each, all different:
+    /// the most drivers that fit.
+    Shortest,
+    /// 16 conditions a driver with one 256-byte reason, told apart by status and modes: every
+    /// condition's reason repeats an earlier one's, so each is compared field by field.
+    LongReasons,
+}
+
+impl Floor {
+    /// The count of drivers at least as large as the largest stored object of this shape (the
+    /// suite fails when it finds fewer).
+    fn entries(self) -> usize {
+        match self {
+            Floor::Shortest => COST_FLOOR_ENTRIES,
+            Floor::LongReasons => COST_FLOOR_LONG_REASON_ENTRIES,
+        }
+    }
+}
+
+/// A CSINode status of `entries` drivers of `shape` with the shortest valid names, the
+/// reasons starting at letter `offset` (so that two offsets differ in every condition); with
+/// `last_duplicate`, the last driver's last condition repeats the one before it.
+fn floor_health(shape: Floor, entries: usize, offset: usize, last_duplicate: bool) -> Value {
     const LETTERS: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
     const ALNUM: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    let letter = |k: usize| LETTERS[k % LETTERS.len()] as char;
     let name = |i: usize| -> String {
         let n = ALNUM.len();
         let mut name = Vec::new();
@@ -493,16 +519,36 @@ fn floor_health(entries: usize, offset: usize, last_duplicate: bool) -> Value {
         }
         String::from_utf8(name).unwrap()
     };
+    let condition = |j: usize| -> Value {
+        match shape {
+            Floor::Shortest => {
+                json!({"status": "StorageDegraded", "reason": letter(j + offset).to_string()})
+            }
+            Floor::LongReasons => {
+                let status = ["StorageDegraded", "StorageUnreachable"][j / 8];
+                let mut c =
+                    json!({"status": status, "reason": letter(offset).to_string().repeat(256)});
+                let access = [
+                    None,
+                    Some("ReadWriteOnce"),
+                    Some("ReadOnlyMany"),
+                    Some("ReadWriteMany"),
+                ];
+                if let Some(mode) = access[j % 4] {
+                    c["accessMode"] = json!(mode);
+                }
+                if let Some(mode) = [None, Some("Block")][(j / 4) % 2] {
+                    c["volumeMode"] = json!(mode);
+                }
+                c
+            }
+        }
+    };
     (0..entries)
         .map(|i| {
-            let mut conditions: Vec<Value> = (0..16)
-                .map(|j| {
-                    let reason = (LETTERS[(j + offset) % LETTERS.len()] as char).to_string();
-                    json!({"status": "StorageDegraded", "reason": reason})
-                })
-                .collect();
+            let mut conditions: Vec<Value> = (0..16).map(condition).collect();
             if last_duplicate && i == entries - 1 {
-                conditions[15]["reason"] = conditions[14]["reason"].clone();
+                conditions[15] = conditions[14].clone();
             }
             json!({"name": name(i), "healthConditions": conditions})
         })
@@ -516,6 +562,7 @@ const FLOOR_NODE: &str = "floor";
 /// old object and the object written.
 async fn put_floor(
     cluster: &Cluster,
+    shape: Floor,
     entries: usize,
     offset: usize,
     last_duplicate: bool,
@@ -526,7 +573,7 @@ async fn put_floor(
     let (code, old) = api.send(Method::GET, &path, None, None).await.unwrap();
     assert_eq!(code, 200, "{old}");
     let mut new = old.clone();
-    let mut health = floor_health(entries, offset, last_duplicate);
+    let mut health = floor_health(shape, entries, offset, last_duplicate);
     if reversed {
         health.as_array_mut().unwrap().reverse();
     }
@@ -555,7 +602,7 @@ fn too_large(code: u16, body: &Value) -> bool {
 /// status is stored, every entry changed against the stored one, is found by bisection with
 /// the policy bound; at that size a write with no duplicate is stored, and one with a duplicate
 /// in the last driver gets the library's answer, each within [`FLOOR_TIME`].
-async fn cost_floor(cluster: &Cluster) {
+async fn cost_floor(cluster: &Cluster, shape: Floor) {
     let (code, body) = cluster
         .api
         .send(
@@ -568,10 +615,11 @@ async fn cost_floor(cluster: &Cluster) {
         .unwrap();
     assert_eq!(code, 201, "{body}");
     let put = |entries, offset, last_duplicate| {
-        put_floor(cluster, entries, offset, last_duplicate, false)
+        put_floor(cluster, shape, entries, offset, last_duplicate, false)
     };
     // Bisection: `stored` drivers were stored, `refused` were over the store's limit.
-    let (mut stored, mut refused) = (COST_FLOOR_ENTRIES / 2, 2 * COST_FLOOR_ENTRIES);
+    let floor = shape.entries();
+    let (mut stored, mut refused) = (floor / 2, 2 * floor);
     let (code, body, ..) = put(refused, 0, false).await;
     assert!(too_large(code, &body), "{refused} drivers: {code} {body}");
     let mut offset = 0;
@@ -579,7 +627,7 @@ async fn cost_floor(cluster: &Cluster) {
         let entries = (stored + refused) / 2;
         offset += 1;
         let (code, body, took, ..) = put(entries, offset, false).await;
-        eprintln!("cost floor: {entries} drivers: {code} in {took:?}");
+        eprintln!("cost floor {shape:?}: {entries} drivers: {code} in {took:?}");
         match code {
             200 => stored = entries,
             _ if too_large(code, &body) => refused = entries,
@@ -593,7 +641,7 @@ async fn cost_floor(cluster: &Cluster) {
     let (code, body, took, old, new) = put(largest, offset + 2, false).await;
     let bytes = new.to_string().len();
     eprintln!(
-        "cost floor: {largest} drivers x 16 conditions ({bytes} bytes), every entry changed, no duplicate: {code} in {took:?}"
+        "cost floor {shape:?}: {largest} drivers x 16 conditions ({bytes} bytes), every entry changed, no duplicate: {code} in {took:?}"
     );
     assert_eq!(
         code, 200,
@@ -613,7 +661,9 @@ async fn cost_floor(cluster: &Cluster) {
     );
     // The old object is the one stored before the write, as the apiserver passes it.
     let want = wrapped(&replay, &library(&replay));
-    eprintln!("cost floor: the same with a duplicate in the last driver: {code} in {took:?}");
+    eprintln!(
+        "cost floor {shape:?}: the same with a duplicate in the last driver: {code} in {took:?}"
+    );
     assert_eq!(
         e2e_support::answer(code, &body),
         want,
@@ -622,14 +672,32 @@ async fn cost_floor(cluster: &Cluster) {
     assert!(took < FLOOR_TIME, "{took:?}");
     // The entries in the reverse order, every one changed: none is at its old position, each
     // old entry is looked up by name.
-    let (code, body, took, ..) = put_floor(cluster, largest, offset + 4, false, true).await;
-    eprintln!("cost floor: the same reversed, no duplicate: {code} in {took:?}");
+    let (code, body, took, ..) = put_floor(cluster, shape, largest, offset + 4, false, true).await;
+    eprintln!("cost floor {shape:?}: the same reversed, no duplicate: {code} in {took:?}");
     assert_eq!(code, 200, "looked up by name within budget: {body}");
     assert!(took < FLOOR_TIME, "{took:?}");
     assert!(
-        largest >= COST_FLOOR_ENTRIES,
-        "the largest stored object shrank: {largest} drivers, not {COST_FLOOR_ENTRIES}"
+        largest >= floor,
+        "the largest stored object of {shape:?} shrank: {largest} drivers, not {floor}"
     );
+    // The next shape starts from a CSINode of its own.
+    let path = format!("/apis/storage.k8s.io/v1/csinodes/{FLOOR_NODE}");
+    let (code, body) = cluster
+        .api
+        .send(Method::DELETE, &path, None, None)
+        .await
+        .unwrap();
+    assert_eq!(code, 200, "{body}");
+    while cluster
+        .api
+        .send(Method::GET, &path, None, None)
+        .await
+        .unwrap()
+        .0
+        != 404
+    {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 /// The member of `status` that is `resource`'s gated field.
 fn status_field(resource: HealthResource) -> &'static str {
