@@ -272,30 +272,53 @@ pub fn drop_on_save(resource: HealthResource) -> Value {
 ///
 /// In-tree validation has already passed when it runs, so names are unique, statuses, modes and
 /// reasons are from their sets and formats (only a message needs JSON escaping), and an entry
-/// has at most [`MAX_HEALTH_CONDITIONS`] conditions. Cost is linear in the object: one map of
-/// the old entries, one comparison per entry, and for a changed entry its pairs of at most
-/// [`MAX_HEALTH_CONDITIONS`] conditions.
+/// has at most [`MAX_HEALTH_CONDITIONS`] conditions. Cost is linear in the object, with small
+/// constants (cel-go charges a comparison of lists or maps by their length, not their depth,
+/// and `indexOf` by one traversal of its list's strings at a tenth of their bytes):
+/// - per entry, one comparison with the old entry at its position when the names line up (the
+///   map of the old entries by name is built only when some entry's name does not);
+/// - per changed entry of 2 to [`MAX_HEALTH_CONDITIONS`] conditions, the list of its reasons
+///   and, per condition, one `indexOf` in the earlier reasons; only a condition whose reason
+///   repeats an earlier one is compared field by field (the reason last) with the earlier ones.
 pub fn storage_condition_identity() -> Value {
     let resource = HealthResource::CsiNodes;
-    let entries = "variables.entries";
-    let conditions = "(has(e.healthConditions) ? e.healthConditions : [])";
-    let same = "d.status == c.status && d.reason == c.reason && \
+    // The reason last: it is the longest, and a candidate's reason repeats an earlier one's.
+    let same = "d.status == c.status && \
         has(d.accessMode) == has(c.accessMode) && (!has(d.accessMode) || d.accessMode == c.accessMode) && \
-        has(d.volumeMode) == has(c.volumeMode) && (!has(d.volumeMode) || d.volumeMode == c.volumeMode)"
+        has(d.volumeMode) == has(c.volumeMode) && (!has(d.volumeMode) || d.volumeMode == c.volumeMode) && \
+        d.reason == c.reason"
         .replace("c.", "e.healthConditions[j].");
+    // The old entry of an entry's name: the one at its position when the names line up (the
+    // kubelet writes entries in a stable order, and names are unique in a stored object), else
+    // a lookup in the map of the old entries, built only when some entry needs it.
+    let old = "variables.old";
+    let ratcheted = format!(
+        "(p < size({old}) && {old}[p].name == e.name ? \
+         (has({old}[p].healthConditions) ? {old}[p].healthConditions : []) == e.healthConditions : \
+         e.name in variables.oldConditions && variables.oldConditions[e.name] == e.healthConditions)"
+    );
+    // A condition can repeat an earlier one only if its reason does: `indexOf` in the earlier
+    // reasons (one traversal, a tenth of a cost unit per byte) finds the candidates, the four
+    // fields decide.
+    let duplicates_of = format!(
+        "[e.healthConditions.map(c, c.reason)].map(r, lists.range(size(r)).filter(j, \
+         r.slice(0, j).indexOf(r[j]) >= 0 && e.healthConditions.slice(0, j).exists(d, {same})).map(j, p * {PAIR} + j))"
+    );
     // Each duplicate as entry * PAIR + condition: one int, no nested lists.
     // Each variable is its own program with its own cost limit: the entries are split into
     // CHUNKS contiguous runs, one variable each, concatenated in order.
+    let entries = "variables.entries";
     let chunk = |k: usize| {
+        let (lo, hi) = (
+            format!("size({entries}) * {k} / {CHUNKS}"),
+            format!("size({entries}) * {} / {CHUNKS}", k + 1),
+        );
         format!(
-            "lists.range(size({entries})).filter(i, i * {CHUNKS} / size({entries}) == {k}).transformList(n, i, \
-             size({conditions}) >= 2 && size({conditions}) <= {MAX_HEALTH_CONDITIONS} && \
-             !(e.name in variables.oldConditions && variables.oldConditions[e.name] == {conditions}), \
-             lists.range(size(e.healthConditions)).filter(j, j > 0 && \
-             e.healthConditions.slice(0, j).exists(d, {same})).map(j, i * {PAIR} + j)\
-             ).flatten()"
+            "{entries}.slice({lo}, {hi}).transformList(n, e, \
+             has(e.healthConditions) && size(e.healthConditions) >= 2 && \
+             size(e.healthConditions) <= {MAX_HEALTH_CONDITIONS}, \
+             [{lo} + n].map(p, {ratcheted} ? [] : {duplicates_of}[0])[0]).flatten()"
         )
-        .replace("e.", &format!("{entries}[i]."))
     };
     let chunks: Vec<Value> = (0..CHUNKS)
         .map(|k| json!({"name": format!("duplicates{k}"), "expression": chunk(k)}))
@@ -355,6 +378,10 @@ pub fn storage_condition_identity() -> Value {
         format!("{head} + (size(variables.duplicates) == 1 ? {joined} : '[' + {joined} + ']')");
     let mut variables = vec![
         json!({"name": "entries", "expression": "object.status.storageHealth"}),
+        json!({"name": "old", "expression": format!(
+            "{} ? oldObject.status.storageHealth : []",
+            has_path("oldObject", resource.gated_field()),
+        )}),
         json!({"name": "oldConditions", "expression": format!(
             "{} ? oldObject.status.storageHealth.transformMapEntry(i, e, {{e.name: has(e.healthConditions) ? e.healthConditions : []}}) : {{}}",
             has_path("oldObject", resource.gated_field()),

@@ -70,6 +70,18 @@ impl Api {
         body: Option<&Value>,
         user: Option<&User>,
     ) -> Result<(u16, Value)> {
+        let (status, _, body) = self.send_warned(method, path, body, user).await?;
+        Ok((status, body))
+    }
+
+    /// As [`send`](Self::send), with the values of the answer's `Warning` headers.
+    pub async fn send_warned(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+        user: Option<&User>,
+    ) -> Result<(u16, Vec<String>, Value)> {
         let mut headers = Vec::new();
         if let Some(user) = user.filter(|user| user.name != ADMIN) {
             headers.push(("Impersonate-User", user.name.clone()));
@@ -83,7 +95,12 @@ impl Api {
             .tls
             .connect(ServerName::IpAddress(self.addr.ip().into()), tcp)
             .await?;
-        exchange(tls, method, path, body, &headers).await
+        let (status, warnings, body) = exchange_parts(tls, method, path, body, &headers).await?;
+        Ok((
+            status,
+            warnings,
+            serde_json::from_slice(&body).unwrap_or(Value::Null),
+        ))
     }
 }
 
@@ -123,6 +140,21 @@ pub(crate) async fn exchange_bytes<S>(
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let (status, _, body) = exchange_parts(io, method, path, body, headers).await?;
+    Ok((status, body))
+}
+
+/// One request; answers the status code, the `Warning` headers' values and the body's bytes.
+async fn exchange_parts<S>(
+    io: S,
+    method: Method,
+    path: &str,
+    body: Option<&Value>,
+    headers: &[(&str, String)],
+) -> Result<(u16, Vec<String>, Bytes)>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let run = async {
         let (mut sender, connection) =
             hyper::client::conn::http1::handshake(TokioIo::new(io)).await?;
@@ -144,9 +176,15 @@ where
         };
         let response = sender.send_request(request.body(Full::new(bytes))?).await?;
         let status = response.status().as_u16();
+        let warnings = response
+            .headers()
+            .get_all("warning")
+            .iter()
+            .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned())
+            .collect();
         let body = response.into_body().collect().await?.to_bytes();
         driver.abort();
-        anyhow::Ok((status, body))
+        anyhow::Ok((status, warnings, body))
     };
     tokio::time::timeout(REQUEST_TIMEOUT, run)
         .await

@@ -120,6 +120,9 @@ pub fn webhook_binary() -> Result<PathBuf> {
     Ok(bin)
 }
 
+/// The audit log's file name in the cluster's directory.
+const AUDIT_LOG: &str = "audit.log";
+
 /// How the apiserver is started.
 #[derive(Clone, Copy, Debug)]
 pub struct ClusterOptions {
@@ -196,6 +199,16 @@ impl Cluster {
                 .arg("--unsafe-no-fsync"),
         )?;
         let file = |name: &str| dir.path().join(name).display().to_string();
+        // An audit log of CSINode and claim writes only (where the native policies' Audit
+        // bindings record their denials), at Metadata level, which carries the annotations.
+        std::fs::write(
+            dir.path().join("audit-policy.yaml"),
+            "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n\
+             - level: Metadata\n  verbs: [update, patch]\n  resources:\n\
+             \x20 - group: storage.k8s.io\n    resources: [csinodes, csinodes/status]\n\
+             \x20 - group: \"\"\n    resources: [persistentvolumeclaims/status]\n\
+             - level: None\n",
+        )?;
         let mut command = Command::new(bin.join("kube-apiserver"));
         command
             .arg(format!("--etcd-servers={etcd_url}"))
@@ -226,7 +239,10 @@ impl Cluster {
             // JSON in etcd, so that stored objects the API refuses today can be written
             // straight into etcd.
             .arg("--storage-media-type=application/json")
-            .arg(format!("--cert-dir={}", file("certs")));
+            .arg(format!("--cert-dir={}", file("certs")))
+            .arg(format!("--audit-policy-file={}", file("audit-policy.yaml")))
+            .arg(format!("--audit-log-path={}", file(AUDIT_LOG)))
+            .arg("--audit-log-mode=blocking");
         match options.authorizer {
             None => command.arg("--authorization-mode=Node,RBAC"),
             Some(addr) => {
@@ -263,6 +279,12 @@ impl Cluster {
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
+    }
+
+    /// The apiserver's audit log: one JSON event a line, for the writes of CSINodes and
+    /// claims' status.
+    pub fn audit_log(&self) -> PathBuf {
+        self.dir.path().join(AUDIT_LOG)
     }
 
     /// The temporary directory of the certificates, data and logs.

@@ -352,7 +352,7 @@ impl Replay {
 }
 
 /// The apiserver's answer to a write.
-fn answer(code: u16, body: &Value) -> Answer {
+pub(crate) fn answer(code: u16, body: &Value) -> Answer {
     if matches!(code, 200 | 201) {
         Answer::Allowed
     } else {
