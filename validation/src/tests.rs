@@ -240,7 +240,10 @@ fn long_lists_read_typed_as_from_json() {
     let (new, old) = (entries(200, 2), entries(150, 1));
     let errors = errors_of(NODE, &csinode(new.clone()), Some(&csinode(old)));
     assert_eq!(
-        errors.iter().filter(|e| e.contains("Duplicate value")).count(),
+        errors
+            .iter()
+            .filter(|e| e.contains("Duplicate value"))
+            .count(),
         100,
         "{errors:?}"
     );
@@ -251,7 +254,10 @@ fn long_lists_read_typed_as_from_json() {
     );
     let errors = errors_of(POD, &pod(names), None);
     assert_eq!(
-        errors.iter().filter(|e| e.contains("Duplicate value")).count(),
+        errors
+            .iter()
+            .filter(|e| e.contains("Duplicate value"))
+            .count(),
         100
     );
 }

@@ -265,7 +265,7 @@ pub fn drop_on_save(resource: HealthResource) -> Value {
     })
 }
 
-/// This project's storage condition identity rule ([`volume_health_validation::ConditionIdentity`]):
+/// This project's storage condition identity rule ([`volume_health_validation::rules::ConditionIdentity`]):
 /// within one `storageHealth` entry, a later condition with the (status, reason, accessMode,
 /// volumeMode) of an earlier one is a Duplicate; an entry whose conditions equal the old entry's
 /// of the same name is not checked.

@@ -7,8 +7,8 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer};
 
-use super::strict::{Lists, with_lists};
 pub(crate) use super::strict::LIST;
+use super::strict::{Lists, with_lists};
 pub use super::strict::{Strict, strict};
 
 /// Reads `T` from `text`, refusing a non-object wherever `T` (at any depth) wants a struct.

@@ -312,4 +312,3 @@ impl<'de, V: Visitor<'de>> DeserializeSeed<'de> for MapOf<V> {
         deserializer.deserialize_map(Wrap(self.0, self.1))
     }
 }
-
