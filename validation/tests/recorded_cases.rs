@@ -5,8 +5,6 @@
 // Test helpers unwrap: a panic here is a failed test with its location.
 #![allow(clippy::unwrap_used)]
 
-mod support;
-
 use serde_json::Value;
 use serde_json::value::RawValue;
 use volume_health_validation::{
@@ -14,7 +12,7 @@ use volume_health_validation::{
     RestrictionPolicy, UserInfo, Verdict,
 };
 
-use support::apiserver_order;
+use volume_health_test_kit::apiserver_order::apiserver_order;
 
 fn cases() -> Vec<Value> {
     [

@@ -558,16 +558,10 @@ pub(crate) fn temp_file(dir: &tempfile::TempDir, name: &str) -> PathBuf {
     dir.path().join(name)
 }
 
-// The workspace's one copy of each, from `volume-health-tests`, which depends on this crate;
-// their items are `pub` for it.
-#[path = "../../../tests/src/apiserver_order.rs"]
-#[allow(unreachable_pub)]
-mod apiserver_order;
-#[path = "../../../tests/src/router_call.rs"]
-#[allow(unreachable_pub)]
-pub(crate) mod router_call;
-
-pub(crate) use apiserver_order::apiserver_order;
+pub(crate) use volume_health_test_kit::apiserver_order::apiserver_order;
+// Not every test binary calls the router in-process.
+#[allow(unused_imports)]
+pub(crate) use volume_health_test_kit::router_call;
 
 /// A body as its sender writes it: an AdmissionReview as kube-apiserver does (see
 /// [`apiserver_order`]), anything else as serialized.
