@@ -1,10 +1,7 @@
 //! The router in-process, as kube-apiserver calls it: every recorded case, the wire contract,
 //! drop-on-save patches applied to the exact JSON sent, and bad input.
 
-// Test helpers unwrap: a panic here is a failed test with its location.
-#![allow(clippy::unwrap_used)]
-
-mod support;
+use crate::support;
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -54,13 +51,13 @@ async fn post(app: &Router, path: &str, body: &Value) -> (StatusCode, Value) {
 }
 
 fn cases() -> Vec<Value> {
-    let text = include_str!("../../tests/fixtures/admission/cases.json");
+    let text = include_str!("../../../tests/fixtures/admission/cases.json");
     serde_json::from_str(text).unwrap()
 }
 
 /// Requests whose answers were recorded from a real kube-apiserver v1.37.2.
 fn upstream_cases() -> Vec<Value> {
-    let text = include_str!("../../tests/fixtures/admission/upstream-v1.37.2.json");
+    let text = include_str!("../../../tests/fixtures/admission/upstream-v1.37.2.json");
     serde_json::from_str(text).unwrap()
 }
 
@@ -942,7 +939,7 @@ fn validation_cases() -> Vec<Value> {
 }
 
 /// `/validate` answers of every recorded case as the server gave them before enforcement
-/// actions existed. `UPDATE_GOLDEN=1 cargo test -p volume-health-webhooks --test admission`
+/// actions existed. `UPDATE_GOLDEN=1 cargo test -p volume-health-webhooks --test it admission::`
 /// rewrites it from the `deny` answers.
 const DENY_GOLDEN: &str = "tests/golden/validate-deny.json";
 
