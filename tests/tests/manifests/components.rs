@@ -1,4 +1,4 @@
-//! The optional components: each fits every overlay, and monitoring is found by kube-prometheus-stack.
+//! The optional components: each fits every overlay; kube-prometheus-stack finds monitoring.
 
 use super::*;
 
