@@ -161,23 +161,29 @@ async fn time_grows_linearly_with_the_number_of_items() {
     for (what, shape) in shapes() {
         let one = serde_json::to_vec(&shape(small)).unwrap();
         let four = serde_json::to_vec(&shape(large)).unwrap();
-        // The best of five, the sizes taken in turn: a busy moment (the binary's other tests
-        // run beside this one) slows a sample of each size, not every sample of one.
-        let (mut t1, mut t4) = (f64::MAX, f64::MAX);
-        for _ in 0..5 {
-            t1 = t1.min(seconds(&app, &one).await);
-            t4 = t4.min(seconds(&app, &four).await);
+        // Linear is 4 (a little more with cache effects); quadratic would be 16, in every
+        // attempt. A busy moment (the binary's other tests run beside this one) can spoil one
+        // attempt of a few milliseconds, so there are three.
+        let mut ratios = Vec::new();
+        while ratios.len() < 3 && ratios.last().is_none_or(|&ratio| ratio >= 8.0) {
+            // The best of five, the sizes taken in turn: a busy moment slows a sample of
+            // each size, not every sample of one.
+            let (mut t1, mut t4) = (f64::MAX, f64::MAX);
+            for _ in 0..5 {
+                t1 = t1.min(seconds(&app, &one).await);
+                t4 = t4.min(seconds(&app, &four).await);
+            }
+            let ratio = t4 / t1;
+            eprintln!(
+                "{what}: {small} items {:.1} ms, {large} items {:.1} ms, ratio {ratio:.1}",
+                t1 * 1e3,
+                t4 * 1e3
+            );
+            ratios.push(ratio);
         }
-        let ratio = t4 / t1;
-        eprintln!(
-            "{what}: {small} items {:.1} ms, {large} items {:.1} ms, ratio {ratio:.1}",
-            t1 * 1e3,
-            t4 * 1e3
-        );
-        // Linear is 4 (a little more with cache effects); quadratic would be 16.
         assert!(
-            ratio < 8.0,
-            "{what}: {large} items took {ratio:.1} times as long as {small}"
+            ratios.iter().any(|&ratio| ratio < 8.0),
+            "{what}: {large} items took {ratios:.1?} times as long as {small}"
         );
     }
 }
