@@ -9,11 +9,7 @@
 use std::time::{Duration, Instant};
 
 // The test suite's tree builder: the bench measures the same trees the tests check.
-#[allow(dead_code, unreachable_pub)]
-#[path = "../tests/behaviours/fixture.rs"]
-mod fixture;
-
-use fixture::{FixtureNode, PodData, gm, mnt};
+use csi_globalmount::fixture::{FixtureNode, PodData, gm, mnt};
 
 const VOLUMES: usize = 4000;
 const BOUND: Duration = Duration::from_secs(10);

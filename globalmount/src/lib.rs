@@ -46,6 +46,8 @@ pub mod report;
 pub mod serve;
 pub mod voldata;
 
+#[cfg(feature = "fixture")]
+pub mod fixture;
 #[cfg(test)]
 mod testfs;
 

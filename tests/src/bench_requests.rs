@@ -16,7 +16,7 @@
 
 use serde_json::{Value, json};
 
-use crate::apiserver_order::apiserver_order;
+use volume_health_test_kit::apiserver_order::apiserver_order;
 
 /// The node the kubelet of every request runs on.
 pub const NODE: &str = "node1";

@@ -10,7 +10,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use clap::Parser;
 use serde_json::{Value, json};
-use volume_health_tests::router_call::call;
+use volume_health_test_kit::router_call::call;
 use volume_health_webhooks::config::{Cli, Command};
 use volume_health_webhooks::metrics::Metrics;
 use volume_health_webhooks::{Settings, router};

@@ -5,8 +5,6 @@
 // Test helpers unwrap: a panic here is a failed test with its location.
 #![allow(clippy::unwrap_used)]
 
-mod support;
-
 use serde_json::Value;
 use serde_json::value::RawValue;
 use volume_health_validation::admission::{DecodeError, Invalid, ReviewError};
@@ -15,7 +13,7 @@ use volume_health_validation::{
     Verdict,
 };
 
-use support::apiserver_order;
+use volume_health_test_kit::apiserver_order::apiserver_order;
 
 fn cases() -> Vec<Value> {
     [
@@ -222,7 +220,8 @@ fn decode_error(err: DecodeError) -> String {
 }
 
 /// An object that is not its kind is no error of the review: the decisions that read it
-/// report it, in either member order, while drop on save still reads its gated field.
+/// report it, in either member order, while drop on save with the gate off still reads its
+/// gated field.
 #[test]
 fn an_object_that_is_not_its_kind_is_reported_by_the_decisions() {
     let request = r#"{"uid":"u","resource":{"group":"","version":"v1","resource":"pods"},
@@ -244,12 +243,17 @@ fn an_object_that_is_not_its_kind_is_reported_by_the_decisions() {
             ),
             "{message}"
         );
-        // Only `status.volumeHealth` is read for drop on save: a value to drop.
+        // With the gate off, only `status.volumeHealth` is read for drop on save: a value to
+        // drop. With the gate on nothing is dropped, and the object is reported as it is to
+        // validation.
         assert_eq!(
             read.gated_field_to_drop(false).unwrap(),
             Some("/status/volumeHealth")
         );
-        assert_eq!(read.gated_field_to_drop(true).unwrap(), None);
+        assert_eq!(
+            decode_error(read.gated_field_to_drop(true).unwrap_err()),
+            message
+        );
     }
     // serde reads an array as a struct, field by field; an object must be a JSON object, for
     // every decision.
@@ -262,6 +266,7 @@ fn an_object_that_is_not_its_kind_is_reported_by_the_decisions() {
     for err in [
         read.validate(&RestrictionPolicy::default()).unwrap_err(),
         read.gated_field_to_drop(false).unwrap_err(),
+        read.gated_field_to_drop(true).unwrap_err(),
     ] {
         assert_eq!(
             decode_error(err),

@@ -6,7 +6,6 @@
 mod classify;
 mod cli;
 mod fallback;
-mod fixture;
 mod fixture_files;
 mod hostile_files;
 mod hostile_names;
@@ -19,6 +18,8 @@ mod real_nodes;
 mod scaling;
 mod stuck_probes;
 mod traversal;
+
+use csi_globalmount::fixture;
 
 /// The address the doctor announces on its first line of standard error
 /// (`... http://ADDR/metrics`).

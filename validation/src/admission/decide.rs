@@ -159,18 +159,26 @@ impl<'r, 'a> Target<'r, 'a> {
     /// Drop on save: the JSON Pointer of the gated field to remove from `object`, or `None`
     /// when nothing is removed. With the gate off, a new value is dropped unless the old object
     /// already uses the field (present for a claim's `healthStatus`, a non-empty list
-    /// otherwise).
+    /// otherwise). With the gate on nothing is removed, and an object that is not its kind is
+    /// reported as by [`Target::validate`].
     pub(crate) fn gated_field_to_drop(
         &self,
         gate_enabled: bool,
     ) -> Result<Option<&'static str>, DecodeError> {
-        if gate_enabled
-            || !covered(self.subresource)
+        if !covered(self.subresource)
             || !matches!(self.operation, Operation::Create | Operation::Update)
         {
             return Ok(None);
         }
         let (new, old) = self.objects;
+        if gate_enabled {
+            for slot in [new, old] {
+                if let Slot::Undecodable(bad) = slot {
+                    return Err(bad.error.clone());
+                }
+            }
+            return Ok(None);
+        }
         if matches!(new, Slot::Absent) || !new.gated_in_use()? {
             return Ok(None);
         }

@@ -300,7 +300,9 @@ impl<'a> AdmissionRequest<'a> {
     /// Drop on save: the JSON Pointer (RFC 6901) of the gated field to remove from `object`,
     /// or `None` when nothing is removed. With the gate off, a new value is dropped unless the
     /// old object already uses the field (present for a claim's `healthStatus`, a non-empty
-    /// list otherwise). Nothing is dropped from other resources.
+    /// list otherwise). Nothing is dropped from other resources. With the gate on nothing is
+    /// dropped, and an object that is not its kind is reported as [`validate`](Self::validate)
+    /// reports it.
     pub fn gated_field_to_drop(
         &self,
         gate_enabled: bool,

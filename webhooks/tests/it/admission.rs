@@ -1,10 +1,7 @@
 //! The router in-process, as kube-apiserver calls it: every recorded case, the wire contract,
 //! drop-on-save patches applied to the exact JSON sent, and bad input.
 
-// Test helpers unwrap: a panic here is a failed test with its location.
-#![allow(clippy::unwrap_used)]
-
-mod support;
+use crate::support;
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -54,13 +51,13 @@ async fn post(app: &Router, path: &str, body: &Value) -> (StatusCode, Value) {
 }
 
 fn cases() -> Vec<Value> {
-    let text = include_str!("../../tests/fixtures/admission/cases.json");
+    let text = include_str!("../../../tests/fixtures/admission/cases.json");
     serde_json::from_str(text).unwrap()
 }
 
 /// Requests whose answers were recorded from a real kube-apiserver v1.37.2.
 fn upstream_cases() -> Vec<Value> {
-    let text = include_str!("../../tests/fixtures/admission/upstream-v1.37.2.json");
+    let text = include_str!("../../../tests/fixtures/admission/upstream-v1.37.2.json");
     serde_json::from_str(text).unwrap()
 }
 
@@ -640,12 +637,210 @@ async fn malformed_reviews_get_400_with_a_clear_message() {
     );
 }
 
+/// What an endpoint must answer to a review with an array where an object is expected.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum ArrayAnswer {
+    /// In-band denial, code 400, naming the slot (`object` or `oldObject`) that is not its kind.
+    BadObject(&'static str),
+    /// Allowed, unchanged: no decision reads that part of the object.
+    Allowed,
+    /// Allowed with the gated field removed.
+    Dropped,
+}
+
+/// Every place of a review where an array can stand for an object, for pods, claims and
+/// CSINodes, CREATE and UPDATE, the status subresource and the object itself, through both
+/// admission endpoints with the gate on and off.
+///
+/// `/validate` (either gate) and `/mutate` with the gate on decode each object whole and give
+/// the same answer, byte for byte: a 400 naming the decode failure, except for an array in a
+/// claim's or a CSINode's `spec`, which none of their rules reads. `/mutate` with the gate off
+/// reads an object that is not its kind for `status.<gated field>` alone, so that the value is
+/// dropped however malformed the rest is: arrays in `metadata`, `spec`, the gated field's item
+/// or a claim's `healthStatus` are not read and the field is dropped; the object itself, the
+/// old object or `status` as an array stop that read, and are a 400 too.
+#[tokio::test]
+async fn an_array_for_an_object_is_answered_by_both_endpoints_with_either_gate() {
+    use ArrayAnswer::{Allowed, BadObject, Dropped};
+    // Admin writes that use the gated field where the old object does not: the gate-off
+    // `/mutate` drops it, no node restriction applies.
+    let bases = [
+        ("drop-pod-status-new", "Pod", "volumeHealth"),
+        (
+            "drop-pvc-status-new",
+            "PersistentVolumeClaim",
+            "healthStatus",
+        ),
+        ("csinode-valid", "CSINode", "storageHealth"),
+    ];
+    type Form = (&'static str, fn(&mut Value, &str), ArrayAnswer, ArrayAnswer);
+    let (on, off) = (app("gate-on"), app("gate-off"));
+    let mut checked = 0;
+    for (id, kind, gated) in bases {
+        let spec_read = kind == "Pod";
+        // Each form: the array put in, the answer of the decisions that decode the objects
+        // whole, and that of the gate-off `/mutate`.
+        let forms: [Form; 6] = [
+            (
+                "object",
+                |r, _| r["object"] = json!([{}]),
+                BadObject("object"),
+                BadObject("object"),
+            ),
+            (
+                "oldObject",
+                |r, _| r["oldObject"] = json!([{}]),
+                BadObject("oldObject"),
+                BadObject("oldObject"),
+            ),
+            (
+                "object.metadata",
+                |r, _| r["object"]["metadata"] = json!([{"name": "x"}]),
+                BadObject("object"),
+                Dropped,
+            ),
+            (
+                "object.spec",
+                |r, _| r["object"]["spec"] = json!([{}]),
+                if spec_read {
+                    BadObject("object")
+                } else {
+                    Allowed
+                },
+                Dropped,
+            ),
+            (
+                "object.status",
+                |r, _| {
+                    let status = r["object"]["status"].take();
+                    r["object"]["status"] = json!([status]);
+                },
+                BadObject("object"),
+                BadObject("object"),
+            ),
+            (
+                "gated item or healthStatus",
+                |r, gated| {
+                    let field = &mut r["object"]["status"][gated];
+                    if field.is_array() {
+                        field[0] = json!([{"name": "x"}]);
+                    } else {
+                        *field = json!([{}]);
+                    }
+                },
+                BadObject("object"),
+                Dropped,
+            ),
+        ];
+        for operation in ["CREATE", "UPDATE"] {
+            for subresource in ["status", ""] {
+                for (form, apply, decoded, gate_off_mutate) in forms {
+                    if operation == "CREATE" && form == "oldObject" {
+                        continue; // a CREATE has no old object
+                    }
+                    let mut review = case(id)["body"].clone();
+                    let request = &mut review["request"];
+                    request["operation"] = json!(operation);
+                    request["subResource"] = json!(subresource);
+                    request["requestSubResource"] = json!(subresource);
+                    if operation == "CREATE" {
+                        request.as_object_mut().unwrap().remove("oldObject");
+                    }
+                    apply(request, gated);
+                    let label = format!("{kind} {operation} {subresource:?} {form}");
+                    let body = wire(&review);
+                    let answer = |app: &Router, path: &'static str| {
+                        let (app, body) = (app.clone(), body.clone());
+                        async move { support::router_call::call(&app, path, body).await }
+                    };
+                    let validate = answer(&on, "/validate").await;
+                    assert_array_answer(&validate, decoded, kind, gated, &label);
+                    assert_eq!(answer(&off, "/validate").await, validate, "{label}");
+                    assert_eq!(
+                        answer(&on, "/mutate").await,
+                        validate,
+                        "{label}: /mutate with the gate on answers as /validate"
+                    );
+                    let mutate_off = answer(&off, "/mutate").await;
+                    assert_array_answer(&mutate_off, gate_off_mutate, kind, gated, &label);
+                    checked += 1;
+                }
+            }
+        }
+    }
+    // 3 kinds × (6 forms for UPDATE + 5 for CREATE) × 2 subresources.
+    assert_eq!(checked, 3 * 11 * 2);
+}
+
+/// Asserts `answer` is `expected` for a review of `kind` whose gated field is `gated`.
+fn assert_array_answer(
+    (status, body): &(StatusCode, axum::body::Bytes),
+    expected: ArrayAnswer,
+    kind: &str,
+    gated: &str,
+    label: &str,
+) {
+    assert_eq!(
+        *status,
+        StatusCode::OK,
+        "{label}: the review itself is fine"
+    );
+    let body: Value = serde_json::from_slice(body).unwrap();
+    let r = &body["response"];
+    match expected {
+        ArrayAnswer::BadObject(slot) => {
+            assert_eq!(r["allowed"], false, "{label}: {body}");
+            assert_eq!(r["status"]["code"], 400, "{label}: {body}");
+            assert_eq!(r["status"]["reason"], "BadRequest", "{label}: {body}");
+            let message = r["status"]["message"].as_str().unwrap();
+            let prefix = format!("failed to decode {slot} as {kind}: invalid type: sequence");
+            assert!(message.starts_with(&prefix), "{label}: {message}");
+        }
+        ArrayAnswer::Allowed => {
+            assert_eq!(r["allowed"], true, "{label}: {body}");
+            assert!(r.get("patch").is_none(), "{label}: {body}");
+        }
+        ArrayAnswer::Dropped => {
+            assert_eq!(r["allowed"], true, "{label}: {body}");
+            let patch = serde_json::to_value(decode_patch(r)).unwrap();
+            let path = format!("/status/{gated}");
+            assert_eq!(patch, json!([{"op": "remove", "path": path}]), "{label}");
+        }
+    }
+}
+
+/// The answer `/mutate` gives with the gate on to a pod whose `status` is an array, byte for
+/// byte: the one `/validate` gives, which names the decode failure.
+#[tokio::test]
+async fn a_pod_status_array_is_a_bad_object_for_mutate_with_the_gate_on() {
+    let mut review = case("drop-pod-status-new")["body"].clone();
+    let status = review["request"]["object"]["status"].take();
+    review["request"]["object"]["status"] = json!([status]);
+    let (status, body) =
+        support::router_call::call(&app("gate-on"), "/mutate", wire(&review)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        std::str::from_utf8(&body).unwrap(),
+        concat!(
+            r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"#,
+            r#""uid":"705ab4f5-6393-11e8-b7cc-42010a800023","allowed":false,"status":{"#,
+            r#""apiVersion":"v1","kind":"Status","code":400,"#,
+            r#""message":"failed to decode object as Pod: invalid type: sequence, expected struct "#,
+            r#"PodStatusView at line 1 column 320","metadata":{},"reason":"BadRequest","#,
+            r#""status":"Failure"}}}"#,
+        )
+    );
+}
+
 #[tokio::test]
 async fn an_undecodable_object_is_denied_in_band() {
     let mut review = case("pod-valid")["body"].clone();
     review["request"]["object"]["status"]["volumeHealth"] = json!("not a list");
-    // The mutating webhook reads objects only while the gate is off.
-    for (endpoint, profile) in [("/validate", "gate-on"), ("/mutate", "gate-off")] {
+    for (endpoint, profile) in [
+        ("/validate", "gate-on"),
+        ("/mutate", "gate-on"),
+        ("/mutate", "gate-off"),
+    ] {
         let (status, body) = post(&app(profile), endpoint, &review).await;
         assert_eq!(
             status,
@@ -744,7 +939,7 @@ fn validation_cases() -> Vec<Value> {
 }
 
 /// `/validate` answers of every recorded case as the server gave them before enforcement
-/// actions existed. `UPDATE_GOLDEN=1 cargo test -p volume-health-webhooks --test admission`
+/// actions existed. `UPDATE_GOLDEN=1 cargo test -p volume-health-webhooks --test it admission::`
 /// rewrites it from the `deny` answers.
 const DENY_GOLDEN: &str = "tests/golden/validate-deny.json";
 

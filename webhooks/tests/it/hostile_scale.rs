@@ -1,27 +1,21 @@
 //! Reviews of the shape kube-apiserver sends, built to cost the most per byte: the server's time
-//! must grow linearly with their size and its memory stay bounded by the body. Alone in its test
-//! binary: it measures the heap with its own allocator, and the tests run one after another.
+//! must grow linearly with their size and its memory stay bounded by the body. The heap is that
+//! of the measured answer's threads alone (see the binary's allocator); the tests of this module
+//! run one after another, so that their timings do not measure each other.
 
-// Test code unwraps: a panic is a failed test with its location.
-#![allow(clippy::unwrap_used)]
-
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::http::StatusCode;
-use peak_alloc::PeakAlloc;
 use serde_json::{Value, json};
+use volume_health_test_kit::alloc::{count_this_thread, measure};
 use volume_health_webhooks::metrics::Metrics;
-
-#[global_allocator]
-static HEAP: PeakAlloc = PeakAlloc;
 
 const MIB: usize = 1024 * 1024;
 
-/// The tests of this binary run one at a time: the heap is measured process-wide, and the
-/// timings would measure each other.
+/// The tests of this module run one at a time: the timings would measure each other.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn review(resource: &str, group: &str, object: Value, old: Value, groups: Value) -> Value {
@@ -149,16 +143,12 @@ async fn send(app: &Router, body: Vec<u8>) -> (StatusCode, Value) {
     (status, serde_json::from_slice(&bytes).unwrap())
 }
 
-/// Seconds to answer `body`, the best of three.
+/// Seconds to answer `body`.
 async fn seconds(app: &Router, body: &[u8]) -> f64 {
-    let mut best = f64::MAX;
-    for _ in 0..3 {
-        let started = Instant::now();
-        let (status, answer) = send(app, body.to_vec()).await;
-        assert_eq!(status, StatusCode::OK, "{answer}");
-        best = best.min(started.elapsed().as_secs_f64());
-    }
-    best
+    let started = Instant::now();
+    let (status, answer) = send(app, body.to_vec()).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    started.elapsed().as_secs_f64()
 }
 
 /// Four times the items take about four times as long, never sixteen. Both sizes are measured
@@ -171,17 +161,29 @@ async fn time_grows_linearly_with_the_number_of_items() {
     for (what, shape) in shapes() {
         let one = serde_json::to_vec(&shape(small)).unwrap();
         let four = serde_json::to_vec(&shape(large)).unwrap();
-        let (t1, t4) = (seconds(&app, &one).await, seconds(&app, &four).await);
-        let ratio = t4 / t1;
-        eprintln!(
-            "{what}: {small} items {:.1} ms, {large} items {:.1} ms, ratio {ratio:.1}",
-            t1 * 1e3,
-            t4 * 1e3
-        );
-        // Linear is 4 (a little more with cache effects); quadratic would be 16.
+        // Linear is 4 (a little more with cache effects); quadratic would be 16, in every
+        // attempt. A busy moment (the binary's other tests run beside this one) can spoil one
+        // attempt of a few milliseconds, so there are three.
+        let mut ratios = Vec::new();
+        while ratios.len() < 3 && ratios.last().is_none_or(|&ratio| ratio >= 8.0) {
+            // The best of five, the sizes taken in turn: a busy moment slows a sample of
+            // each size, not every sample of one.
+            let (mut t1, mut t4) = (f64::MAX, f64::MAX);
+            for _ in 0..5 {
+                t1 = t1.min(seconds(&app, &one).await);
+                t4 = t4.min(seconds(&app, &four).await);
+            }
+            let ratio = t4 / t1;
+            eprintln!(
+                "{what}: {small} items {:.1} ms, {large} items {:.1} ms, ratio {ratio:.1}",
+                t1 * 1e3,
+                t4 * 1e3
+            );
+            ratios.push(ratio);
+        }
         assert!(
-            ratio < 8.0,
-            "{what}: {large} items took {ratio:.1} times as long as {small}"
+            ratios.iter().any(|&ratio| ratio < 8.0),
+            "{what}: {large} items took {ratios:.1?} times as long as {small}"
         );
     }
 }
@@ -189,9 +191,17 @@ async fn time_grows_linearly_with_the_number_of_items() {
 /// The heap a 7 MiB review adds while it is answered, of every shape: the body itself (twice
 /// here, where a test hands the router the whole body as one buffer that is then copied), the
 /// little the views keep, and an answer of at most 10,000 errors. Nothing per item.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn memory_is_bounded_by_the_body_not_by_its_items() {
-    let _alone = ONE_AT_A_TIME.lock().await;
+#[test]
+fn memory_is_bounded_by_the_body_not_by_its_items() {
+    let _alone = ONE_AT_A_TIME.blocking_lock();
+    // Every thread of this runtime is counted, the blocking pool's that answer large reviews
+    // among them; no other test's is.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .on_thread_start(count_this_thread)
+        .enable_all()
+        .build()
+        .unwrap();
     let app = volume_health_webhooks::router(&support::settings(), Metrics::new());
     // Items per shape so that each body is just under 7 MiB.
     for (what, shape) in shapes() {
@@ -205,12 +215,9 @@ async fn memory_is_bounded_by_the_body_not_by_its_items() {
         }
         assert!(body.len() <= 7 * MIB, "{what}: {} bytes", body.len());
         let len = body.len();
-        let before = HEAP.current_usage();
-        HEAP.reset_peak_usage();
         let started = Instant::now();
-        let (status, answer) = send(&app, body).await;
+        let ((status, answer), added) = measure(|| runtime.block_on(send(&app, body)));
         let elapsed = started.elapsed();
-        let added = HEAP.peak_usage().saturating_sub(before);
         eprintln!(
             "{what}: {n} items, {:.1} MiB body: {:.1} MiB more heap at the peak, {elapsed:?}",
             len as f64 / MIB as f64,

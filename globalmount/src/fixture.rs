@@ -1,30 +1,36 @@
 //! Builds kubelet directory trees in a temporary directory, plus the mount
-//! table text that goes with them. The temporary directory plays the host's
+//! table text that goes with them: the trees of the behaviour tests and the
+//! dense-node benchmark (feature `fixture`, test code only). The temporary directory plays the host's
 //! root (it is passed as the host prefix), so every path in the tree and in
 //! the mount table is a real-looking host path such as `/var/lib/kubelet/...`.
 
 use std::path::{Path, PathBuf};
 
-use csi_globalmount::api::{NodeView, VolumeAttachmentView};
-use csi_globalmount::layout::{GLOBAL_MOUNT_DIR, POD_MOUNT_DIR};
-use csi_globalmount::mountinfo::escape_octal;
-use csi_globalmount::voldata::{self, VOL_DATA_FILE, VolumeData};
-use csi_globalmount::{
+use crate::api::{NodeView, VolumeAttachmentView};
+use crate::layout::{GLOBAL_MOUNT_DIR, POD_MOUNT_DIR};
+use crate::mountinfo::escape_octal;
+use crate::voldata::{self, VOL_DATA_FILE, VolumeData};
+use crate::{
     ExtraInputs, HostFs, KubeletLayout, Listing, MountTable, NodeInputs, Report, diagnose,
     diagnose_with, list_global_volumes,
 };
 use tempfile::TempDir;
 
 /// The kubelet root most fixtures use.
-pub(crate) const ROOT: &str = "/var/lib/kubelet";
+pub const ROOT: &str = "/var/lib/kubelet";
 /// The node name most fixtures use.
-pub(crate) const NODE: &str = "node-a";
+pub const NODE: &str = "node-a";
 
 /// What a pod volume directory's `vol_data.json` looks like.
 #[derive(Debug, Clone, Copy)]
-pub(crate) enum PodData<'a> {
+pub enum PodData<'a> {
     /// The file as kubelet's SetUpAt writes it.
-    Written { driver: &'a str, handle: &'a str },
+    Written {
+        /// `driverName`.
+        driver: &'a str,
+        /// `volumeHandle`.
+        handle: &'a str,
+    },
     /// No file at all.
     Missing,
     /// Cut off mid-write: `{"volumeHandle":"x",`.
@@ -33,21 +39,29 @@ pub(crate) enum PodData<'a> {
     Empty,
 }
 
-pub(crate) struct FixtureNode {
+/// A node's host tree in a temporary directory, and its mount table.
+pub struct FixtureNode {
     dir: TempDir,
-    pub(crate) layout: KubeletLayout,
+    /// Where kubelet keeps its directories on this node.
+    pub layout: KubeletLayout,
     mount_lines: Vec<String>,
     next_mount_id: i64,
 }
 
+impl Default for FixtureNode {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl FixtureNode {
     /// A node with `/var/lib/kubelet` and a root filesystem mount.
-    pub(crate) fn new() -> Self {
+    pub fn new() -> Self {
         Self::with_root(ROOT)
     }
 
     /// A node whose kubelet root is `root`.
-    pub(crate) fn with_root(root: &str) -> Self {
+    pub fn with_root(root: &str) -> Self {
         let node = Self {
             dir: tempfile::tempdir().expect("temp dir"),
             layout: KubeletLayout::new(root),
@@ -59,12 +73,12 @@ impl FixtureNode {
     }
 
     /// The temporary directory that plays the host root.
-    pub(crate) fn prefix(&self) -> &Path {
+    pub fn prefix(&self) -> &Path {
         self.dir.path()
     }
 
     /// Where a host path lives in the temporary directory.
-    pub(crate) fn host(&self, host_path: impl AsRef<Path>) -> PathBuf {
+    pub fn host(&self, host_path: impl AsRef<Path>) -> PathBuf {
         let relative = host_path
             .as_ref()
             .strip_prefix("/")
@@ -72,21 +86,25 @@ impl FixtureNode {
         self.dir.path().join(relative)
     }
 
-    pub(crate) fn fs(&self) -> HostFs {
+    /// The host tree as the doctor reads it.
+    pub fn fs(&self) -> HostFs {
         HostFs::non_blocking(Some(self.prefix().to_path_buf()))
     }
 
-    pub(crate) fn mkdir(&self, host_path: impl AsRef<Path>) {
+    /// Creates a directory and its parents.
+    pub fn mkdir(&self, host_path: impl AsRef<Path>) {
         std::fs::create_dir_all(self.host(host_path)).expect("create dir");
     }
 
-    pub(crate) fn write(&self, host_path: impl AsRef<Path>, content: impl AsRef<[u8]>) {
+    /// Writes a file, creating its parents.
+    pub fn write(&self, host_path: impl AsRef<Path>, content: impl AsRef<[u8]>) {
         let path = self.host(host_path);
         std::fs::create_dir_all(path.parent().expect("parent")).expect("create parent");
         std::fs::write(path, content).expect("write file");
     }
 
-    pub(crate) fn remove(&self, host_path: impl AsRef<Path>) {
+    /// Removes a file or a directory tree.
+    pub fn remove(&self, host_path: impl AsRef<Path>) {
         let path = self.host(host_path);
         if path.is_dir() {
             std::fs::remove_dir_all(path).expect("remove dir");
@@ -95,12 +113,13 @@ impl FixtureNode {
         }
     }
 
-    pub(crate) fn symlink(&self, target: impl AsRef<Path>, host_path: impl AsRef<Path>) {
+    /// Creates a symbolic link at `host_path` to `target`.
+    pub fn symlink(&self, target: impl AsRef<Path>, host_path: impl AsRef<Path>) {
         std::os::unix::fs::symlink(target, self.host(host_path)).expect("symlink");
     }
 
     /// Writes `<dir>/vol_data.json` as kubelet does (Go encoder format).
-    pub(crate) fn voldata(&self, dir: impl AsRef<Path>, pairs: &[(&str, &str)]) {
+    pub fn voldata(&self, dir: impl AsRef<Path>, pairs: &[(&str, &str)]) {
         let data = VolumeData::from_pairs(pairs.iter().copied());
         self.write(dir.as_ref().join(VOL_DATA_FILE), voldata::encode(&data));
     }
@@ -109,12 +128,7 @@ impl FixtureNode {
     /// `<driver>/<sha256(handle)>/{globalmount/,vol_data.json}` with
     /// `specVolID` and `volumeLifecycleMode` when `spec_vol_id` is given,
     /// and only driver and handle (a pre-feature file) when it is not.
-    pub(crate) fn stage_fs(
-        &self,
-        driver: &str,
-        handle: &str,
-        spec_vol_id: Option<&str>,
-    ) -> PathBuf {
+    pub fn stage_fs(&self, driver: &str, handle: &str, spec_vol_id: Option<&str>) -> PathBuf {
         let volume_dir = self.layout.fs_volume_dir(driver, handle);
         self.mkdir(volume_dir.join(GLOBAL_MOUNT_DIR));
         let mut pairs = vec![("driverName", driver), ("volumeHandle", handle)];
@@ -128,7 +142,7 @@ impl FixtureNode {
 
     /// A pod CSI volume directory `pods/<uid>/volumes/kubernetes.io~csi/<name>`
     /// with an empty `mount/` and the given data file.
-    pub(crate) fn pod_fs_volume(&self, pod_uid: &str, name: &str, data: PodData<'_>) -> PathBuf {
+    pub fn pod_fs_volume(&self, pod_uid: &str, name: &str, data: PodData<'_>) -> PathBuf {
         let dir = self.layout.pod_fs_volumes_dir(pod_uid).join(name);
         self.mkdir(dir.join(POD_MOUNT_DIR));
         match data {
@@ -152,7 +166,7 @@ impl FixtureNode {
 
     /// Stages a block volume as NewBlockVolumeMapper and NodeStage leave it:
     /// `volumeDevices/<name>/data/vol_data.json` (five keys) and `volumeDevices/staging/<name>/`.
-    pub(crate) fn stage_block(&self, spec_vol_id: &str, driver: &str, handle: &str) -> PathBuf {
+    pub fn stage_block(&self, spec_vol_id: &str, driver: &str, handle: &str) -> PathBuf {
         let volume_dir = self.layout.block_volume_dir(spec_vol_id);
         self.voldata(
             volume_dir.join("data"),
@@ -169,11 +183,12 @@ impl FixtureNode {
     }
 
     /// Adds a mount table line; `device` is `major:minor`.
-    pub(crate) fn mount(&mut self, device: &str, root: &str, mount_point: impl AsRef<Path>) {
+    pub fn mount(&mut self, device: &str, root: &str, mount_point: impl AsRef<Path>) {
         self.mount_with(device, root, mount_point, "ext4", "/dev/sdx");
     }
 
-    pub(crate) fn mount_with(
+    /// Adds a mount table line with its filesystem type and source.
+    pub fn mount_with(
         &mut self,
         device: &str,
         root: &str,
@@ -195,37 +210,42 @@ impl FixtureNode {
 
     /// A bind of the device `device` at both `global` and `pod`, the layout a
     /// staged and published filesystem volume has.
-    pub(crate) fn bind(&mut self, device: &str, global: impl AsRef<Path>, pod: impl AsRef<Path>) {
+    pub fn bind(&mut self, device: &str, global: impl AsRef<Path>, pod: impl AsRef<Path>) {
         self.mount(device, "/", global);
         self.mount(device, "/", pod);
     }
 
-    pub(crate) fn mountinfo_text(&self) -> String {
+    /// The mount table as `/proc/self/mountinfo` shows it.
+    pub fn mountinfo_text(&self) -> String {
         let mut text = self.mount_lines.join("\n");
         text.push('\n');
         text
     }
 
     /// Writes the mount table to a file outside the fake host tree.
-    pub(crate) fn write_mountinfo(&self) -> PathBuf {
+    pub fn write_mountinfo(&self) -> PathBuf {
         let path = self.dir.path().join("mountinfo");
         std::fs::write(&path, self.mountinfo_text()).expect("write mountinfo");
         path
     }
 
-    pub(crate) fn table(&self) -> MountTable {
+    /// The mount table, parsed.
+    pub fn table(&self) -> MountTable {
         MountTable::parse(self.mountinfo_text()).expect("fixture mount table parses")
     }
 
-    pub(crate) fn list(&self) -> Listing {
+    /// The global volumes of the tree.
+    pub fn list(&self) -> Listing {
         list_global_volumes(&self.fs(), &self.layout).expect("listing")
     }
 
-    pub(crate) fn diagnose(&self) -> Report {
+    /// The doctor's report on this node, with no API objects.
+    pub fn diagnose(&self) -> Report {
         self.diagnose_with(None, None)
     }
 
-    pub(crate) fn diagnose_extra(
+    /// The report with the Node, the VolumeAttachments and extra inputs given.
+    pub fn diagnose_extra(
         &self,
         node: Option<NodeView>,
         volume_attachments: Option<Vec<VolumeAttachmentView>>,
@@ -245,7 +265,8 @@ impl FixtureNode {
         diagnose_with(&inputs, extra).expect("diagnose")
     }
 
-    pub(crate) fn diagnose_with(
+    /// The report with the Node and the VolumeAttachments given.
+    pub fn diagnose_with(
         &self,
         node: Option<NodeView>,
         volume_attachments: Option<Vec<VolumeAttachmentView>>,
@@ -266,16 +287,16 @@ impl FixtureNode {
 }
 
 /// `<volume dir>/globalmount`.
-pub(crate) fn gm(volume_dir: &Path) -> PathBuf {
+pub fn gm(volume_dir: &Path) -> PathBuf {
     volume_dir.join(GLOBAL_MOUNT_DIR)
 }
 
 /// `<pod volume dir>/mount`.
-pub(crate) fn mnt(pod_volume_dir: &Path) -> PathBuf {
+pub fn mnt(pod_volume_dir: &Path) -> PathBuf {
     pod_volume_dir.join(POD_MOUNT_DIR)
 }
 
 /// Display form used in reports.
-pub(crate) fn s(path: impl AsRef<Path>) -> String {
+pub fn s(path: impl AsRef<Path>) -> String {
     path.as_ref().to_string_lossy().into_owned()
 }

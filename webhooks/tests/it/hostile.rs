@@ -2,10 +2,7 @@
 //! invalid UTF-8 get a clear 400, 413 or 422 (over HTTP or in the review's status), never a
 //! panic and never a 500.
 
-// Test code unwraps: a panic is a failed test with its location.
-#![allow(clippy::unwrap_used)]
-
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

@@ -3,10 +3,7 @@
 //! accepting for `--shutdown-delay`, in-flight requests finish, the process exits 0 within the
 //! grace period; a second signal exits at once.
 
-// Test code unwraps: a panic is a failed test with its location.
-#![allow(clippy::unwrap_used)]
-
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

@@ -1,16 +1,13 @@
 //! AdmissionReview bodies as kube-apiserver writes them: `serde_json::Value` sorts an object's
 //! members, which would put `object` before `resource`, so a review built as a `Value` is
 //! written here in the field order of Go's `admission/v1` structs instead.
-//!
-//! One file for every test suite of the workspace: the tests of `volume-health-validation` and
-//! `volume-health-webhooks` include it by path, as this crate depends on theirs.
 
 use serde_json::Value;
 
 /// The members of an AdmissionReview's `request` in the order kube-apiserver writes them (the
 /// field order of Go's `admission/v1.AdmissionRequest`): `resource` before the objects.
 pub const REQUEST_MEMBER_ORDER: [&str; 15] =
-    include!("../fixtures/admission/request-member-order.json");
+    include!("../../tests/fixtures/admission/request-member-order.json");
 
 /// `review` (an AdmissionReview with a `request` object) written as kube-apiserver writes it:
 /// `kind`, `apiVersion`, then `request` with its members in [`REQUEST_MEMBER_ORDER`], members

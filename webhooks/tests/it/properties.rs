@@ -4,10 +4,7 @@
 //! to the object sent and removes only the gated field; answers are deterministic, byte for
 //! byte.
 
-// Test code unwraps: a panic is a failed test with its location.
-#![allow(clippy::unwrap_used)]
-
-mod support;
+use crate::support;
 
 use axum::Router;
 use axum::http::StatusCode;

@@ -1,10 +1,7 @@
 //! Slow and hostile clients: the header-read timeout, the request timeout, the connection
 //! limit, and hundreds of idle or half-sent connections next to a normal request.
 
-// Test code unwraps: a panic is a failed test with its location.
-#![allow(clippy::unwrap_used)]
-
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -1,8 +1,5 @@
 //! One request through a router in-process (no TLS, no sockets), as the handler tests and the
 //! handler benchmark send it.
-//!
-//! One file for every test suite of the workspace: the tests of `volume-health-webhooks`
-//! include it by path, as this crate depends on theirs.
 
 use axum::Router;
 use axum::body::{Body, Bytes};

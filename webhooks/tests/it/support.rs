@@ -1,12 +1,9 @@
 //! Helpers shared by the server tests: certificates, TLS clients, the server in-process or as
 //! a process, and the health port.
 
-// Each test file uses a different subset of these helpers.
-#![allow(dead_code)]
-
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::mpsc;
@@ -412,7 +409,9 @@ pub(crate) struct Process {
     pub(crate) child: Child,
     pub(crate) secure: SocketAddr,
     pub(crate) health: SocketAddr,
-    /// Log lines after `serving`.
+    /// Log lines after `serving`. Held even where no test reads them: the reader thread drains
+    /// the pipe while it can send here, so the server never blocks on a full one.
+    #[allow(dead_code)]
     pub(crate) logs: mpsc::Receiver<String>,
 }
 
@@ -553,21 +552,8 @@ pub(crate) async fn request_in_flight(
     (tls, rest.to_vec())
 }
 
-/// A temporary directory and a path in it.
-pub(crate) fn temp_file(dir: &tempfile::TempDir, name: &str) -> PathBuf {
-    dir.path().join(name)
-}
-
-// The workspace's one copy of each, from `volume-health-tests`, which depends on this crate;
-// their items are `pub` for it.
-#[path = "../../../tests/src/apiserver_order.rs"]
-#[allow(unreachable_pub)]
-mod apiserver_order;
-#[path = "../../../tests/src/router_call.rs"]
-#[allow(unreachable_pub)]
-pub(crate) mod router_call;
-
-pub(crate) use apiserver_order::apiserver_order;
+pub(crate) use volume_health_test_kit::apiserver_order::apiserver_order;
+pub(crate) use volume_health_test_kit::router_call;
 
 /// A body as its sender writes it: an AdmissionReview as kube-apiserver does (see
 /// [`apiserver_order`]), anything else as serialized.

@@ -2,10 +2,7 @@
 //! ALPN, certificate rotation (kubelet's `..data` symlink swap under load, an in-place
 //! rewrite, a broken pair) and client certificates.
 
-// Test code unwraps: a panic is a failed test with its location.
-#![allow(clippy::unwrap_used)]
-
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::sync::Arc;

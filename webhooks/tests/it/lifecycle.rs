@@ -3,10 +3,7 @@
 //! the last connection has closed by itself, when the drain timeout passes, or at once on
 //! abort; the binary's signals are in `shutdown.rs`.
 
-// Test code unwraps: a panic is a failed test with its location.
-#![allow(clippy::unwrap_used)]
-
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

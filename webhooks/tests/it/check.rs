@@ -1,10 +1,7 @@
 //! `volume-health-webhook check`: it agrees with the webhook on every recorded admission case,
 //! and the command behaves as documented (standard input, exit codes, environment, colour).
 
-// Test helpers unwrap: a panic here is a failed test with its location.
-#![allow(clippy::unwrap_used)]
-
-mod support;
+use crate::support;
 
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
@@ -19,7 +16,7 @@ use volume_health_webhooks::metrics::Metrics;
 use volume_health_webhooks::{Settings, router};
 
 fn cases() -> Vec<Value> {
-    serde_json::from_str(include_str!("../../tests/fixtures/admission/cases.json")).unwrap()
+    serde_json::from_str(include_str!("../../../tests/fixtures/admission/cases.json")).unwrap()
 }
 
 /// The webhook's response to a recorded review.

@@ -1,12 +1,8 @@
-//! Log levels of the reviews. Alone in its test binary: tracing caches each call site's
-//! interest process-wide, and tests running next to it without a subscriber would race it.
-
-// Test code unwraps: a panic is a failed test with its location.
-#![allow(clippy::unwrap_used)]
+//! Log levels of the reviews, through a subscriber installed for the test's thread.
 
 use std::time::Duration;
 
-mod support;
+use crate::support;
 
 use axum::Router;
 use axum::http::StatusCode;
@@ -50,7 +46,11 @@ impl Captured {
             .fmt_fields(volume_health_webhooks::telemetry::text_fields())
             .with_writer(move || writer.clone())
             .finish();
-        tracing::subscriber::set_default(subscriber)
+        let guard = tracing::subscriber::set_default(subscriber);
+        // Other tests of the binary log with no subscriber: a call site they reached first, while
+        // this subscriber was being installed, may have cached that nobody listens.
+        tracing::callsite::rebuild_interest_cache();
+        guard
     }
 }
 

@@ -1,0 +1,456 @@
+//! The admission webhooks' `matchConditions`, evaluated with a CEL interpreter.
+
+use super::*;
+
+pub(crate) const KUBELET: (&str, &[&str]) = (
+    "system:node:node-1",
+    &["system:nodes", "system:authenticated"],
+);
+const OTHER_KUBELET: (&str, &[&str]) = (
+    "system:node:node-2",
+    &["system:nodes", "system:authenticated"],
+);
+/// Named like a node, but not in system:nodes: not a node.
+pub(crate) const NODE_NAMED_USER: (&str, &[&str]) =
+    ("system:node:node-1", &["system:authenticated"]);
+/// A user with no groups at all (the `groups` field is then absent).
+pub(crate) const GROUPLESS_NODE_NAME: (&str, &[&str]) = ("system:node:node-1", &[]);
+pub(crate) const HEALTH_MONITOR: (&str, &[&str]) = (
+    "system:serviceaccount:kube-system:csi-health-monitor",
+    &[
+        "system:serviceaccounts",
+        "system:serviceaccounts:kube-system",
+        "system:authenticated",
+    ],
+);
+const RESIZER: (&str, &[&str]) = (
+    "system:serviceaccount:kube-system:csi-resizer",
+    &[
+        "system:serviceaccounts",
+        "system:serviceaccounts:kube-system",
+        "system:authenticated",
+    ],
+);
+pub(crate) const ADMIN: (&str, &[&str]) = (
+    "kubernetes-admin",
+    &["kubeadm:cluster-admins", "system:authenticated"],
+);
+
+pub(crate) fn conditions(reasons: &[&str]) -> Value {
+    Value::Array(
+        reasons
+            .iter()
+            .map(|r| json!({"status": "Degraded", "reason": r, "message": "slow I/O"}))
+            .collect(),
+    )
+}
+
+/// A Pod with `status.volumeHealth` set to the given list, or without it.
+pub(crate) fn pod(volume_health: Option<&[&str]>) -> Value {
+    let mut pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "web-0", "namespace": "apps", "uid": "1"},
+        "spec": {"nodeName": "node-1", "containers": [{"name": "web", "image": "nginx"}],
+                 "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data-web-0"}}]},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+    });
+    if let Some(reasons) = volume_health {
+        pod["status"]["volumeHealth"] = if reasons.is_empty() {
+            json!([])
+        } else {
+            json!([{"name": "data", "healthConditions": conditions(reasons)}])
+        };
+    }
+    pod
+}
+
+/// A PVC with `status.healthStatus` (conditions from `reasons`; `Some(&[])` is `{}`).
+fn pvc(health_status: Option<&[&str]>) -> Value {
+    let mut pvc = json!({
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "data-web-0", "namespace": "apps", "uid": "2"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+        "status": {"phase": "Bound", "capacity": {"storage": "1Gi"}},
+    });
+    if let Some(reasons) = health_status {
+        pvc["status"]["healthStatus"] = if reasons.is_empty() {
+            json!({})
+        } else {
+            json!({"healthConditions": conditions(reasons)})
+        };
+    }
+    pvc
+}
+
+/// A CSINode: without `status` (as the kubelet creates it) for None, with an empty
+/// `status` for `Some(&[])`, else with `status.storageHealth` for one driver.
+fn csinode(name: &str, storage_health: Option<&[&str]>) -> Value {
+    let mut node = json!({
+        "apiVersion": "storage.k8s.io/v1", "kind": "CSINode",
+        "metadata": {"name": name, "uid": "3"},
+        "spec": {"drivers": [{"name": "csi.example.com", "nodeID": name, "topologyKeys": ["topology.example.com/zone"]}]},
+    });
+    if let Some(reasons) = storage_health {
+        node["status"] = if reasons.is_empty() {
+            // An empty list is left out, as the apiserver presents the object.
+            json!({})
+        } else {
+            json!({"storageHealth": [{"name": "csi.example.com",
+                "healthConditions": reasons.iter().map(|r| json!({"status": "StorageDegraded", "reason": r})).collect::<Vec<_>>()}]})
+        };
+    }
+    node
+}
+
+fn write(
+    (group, resource, sub, kind): (&'static str, &'static str, &'static str, &'static str),
+    namespace: &'static str,
+    operation: &'static str,
+    (username, groups): (&'static str, &'static [&'static str]),
+    old_object: Option<Value>,
+    object: Option<Value>,
+) -> AdmissionRequest {
+    let name = object
+        .as_ref()
+        .or(old_object.as_ref())
+        .and_then(|o| o["metadata"]["name"].as_str())
+        .unwrap_or_default()
+        .to_owned();
+    AdmissionRequest {
+        group,
+        version: "v1",
+        resource,
+        sub_resource: sub,
+        kind,
+        namespace,
+        name,
+        operation,
+        username,
+        groups,
+        object,
+        old_object,
+    }
+}
+
+const POD_STATUS: (&str, &str, &str, &str) = ("", "pods", "status", "Pod");
+const POD: (&str, &str, &str, &str) = ("", "pods", "", "Pod");
+const PVC: (&str, &str, &str, &str) = ("", "persistentvolumeclaims", "", "PersistentVolumeClaim");
+const PVC_STATUS: (&str, &str, &str, &str) = (
+    "",
+    "persistentvolumeclaims",
+    "status",
+    "PersistentVolumeClaim",
+);
+const CSINODE: (&str, &str, &str, &str) = ("storage.k8s.io", "csinodes", "", "CSINode");
+const CSINODE_STATUS: (&str, &str, &str, &str) =
+    ("storage.k8s.io", "csinodes", "status", "CSINode");
+
+/// What the apiserver does with one webhook configuration for a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Expect {
+    /// Decided without a call.
+    Skip,
+    /// Sent to one webhook whose failure policy is Fail.
+    Fail,
+    /// Sent to one webhook whose failure policy is Ignore.
+    Ignore,
+}
+
+struct AdmissionCase {
+    what: &'static str,
+    request: AdmissionRequest,
+    mutate: Expect,
+    validate: Expect,
+}
+
+#[rustfmt::skip]
+fn admission_cases() -> Vec<AdmissionCase> {
+    use Expect::{Fail, Ignore, Skip};
+    let case = |what, request, mutate, validate| AdmissionCase { what, request, mutate, validate };
+    vec![
+        // Pods: the kubelet's status updates are the most frequent writes in a cluster.
+        case("kubelet updates pod status, no volume health on either side",
+             write(POD_STATUS, "apps", "UPDATE", KUBELET, Some(pod(None)), Some(pod(None))), Skip, Skip),
+        case("kubelet adds volume health to a pod",
+             write(POD_STATUS, "apps", "UPDATE", KUBELET, Some(pod(None)), Some(pod(Some(&["SlowIO"])))), Fail, Fail),
+        case("kubelet changes a pod's volume health (in use: nothing to drop)",
+             write(POD_STATUS, "apps", "UPDATE", KUBELET, Some(pod(Some(&["SlowIO"]))), Some(pod(Some(&["Unreachable"])))), Skip, Fail),
+        case("kubelet removes a pod's volume health",
+             write(POD_STATUS, "apps", "UPDATE", KUBELET, Some(pod(Some(&["SlowIO"]))), Some(pod(None))), Skip, Fail),
+        case("kubelet updates other status of a pod with volume health",
+             write(POD_STATUS, "apps", "UPDATE", KUBELET, Some(pod(Some(&["SlowIO"]))), Some(pod(Some(&["SlowIO"])))), Skip, Fail),
+        case("another node writes volume health into a pod not bound to it",
+             write(POD_STATUS, "apps", "UPDATE", OTHER_KUBELET, Some(pod(None)), Some(pod(Some(&["SlowIO"])))), Fail, Fail),
+        case("another node updates a pod's status without volume health (NodeRestriction's job)",
+             write(POD_STATUS, "apps", "UPDATE", OTHER_KUBELET, Some(pod(None)), Some(pod(None))), Skip, Skip),
+        case("an empty old volumeHealth list is not in use",
+             write(POD_STATUS, "apps", "UPDATE", KUBELET, Some(pod(Some(&[]))), Some(pod(Some(&["SlowIO"])))), Fail, Fail),
+        case("a controller updates pod status without volume health",
+             write(POD_STATUS, "apps", "UPDATE", ADMIN, Some(pod(None)), Some(pod(None))), Skip, Skip),
+        case("volume health in the webhooks' own namespace is never sent",
+             write(POD_STATUS, "volume-health", "UPDATE", KUBELET, Some(pod(None)), Some(pod(Some(&["SlowIO"])))), Skip, Skip),
+        case("creating a pod (the apiserver resets its status)",
+             write(POD, "apps", "CREATE", ADMIN, None, Some(pod(Some(&["SlowIO"])))), Skip, Skip),
+
+        // PVCs.
+        case("the resizer updates PVC status without health status",
+             write(PVC_STATUS, "apps", "UPDATE", RESIZER, Some(pvc(None)), Some(pvc(None))), Skip, Skip),
+        case("the health monitor adds health status",
+             write(PVC_STATUS, "apps", "UPDATE", HEALTH_MONITOR, Some(pvc(None)), Some(pvc(Some(&["SlowIO"])))), Fail, Fail),
+        case("the health monitor changes health status (in use: nothing to drop)",
+             write(PVC_STATUS, "apps", "UPDATE", HEALTH_MONITOR, Some(pvc(Some(&["SlowIO"]))), Some(pvc(Some(&["Unreachable"])))), Skip, Fail),
+        case("the health monitor removes health status",
+             write(PVC_STATUS, "apps", "UPDATE", HEALTH_MONITOR, Some(pvc(Some(&["SlowIO"]))), Some(pvc(None))), Skip, Fail),
+        case("an empty healthStatus object counts as set",
+             write(PVC_STATUS, "apps", "UPDATE", HEALTH_MONITOR, Some(pvc(None)), Some(pvc(Some(&[])))), Fail, Fail),
+        case("an empty old healthStatus object is in use",
+             write(PVC_STATUS, "apps", "UPDATE", HEALTH_MONITOR, Some(pvc(Some(&[]))), Some(pvc(Some(&["SlowIO"])))), Skip, Fail),
+        case("a node writes health status (the node rule applies)",
+             write(PVC_STATUS, "apps", "UPDATE", KUBELET, Some(pvc(None)), Some(pvc(Some(&["SlowIO"])))), Fail, Fail),
+        case("a node removes health status (the node rule applies)",
+             write(PVC_STATUS, "apps", "UPDATE", KUBELET, Some(pvc(Some(&["SlowIO"]))), Some(pvc(None))), Skip, Fail),
+        case("a node updates PVC status without health status",
+             write(PVC_STATUS, "apps", "UPDATE", KUBELET, Some(pvc(None)), Some(pvc(None))), Skip, Skip),
+        case("creating a PVC with health status (dropped while gated; the apiserver resets status)",
+             write(PVC, "apps", "CREATE", ADMIN, None, Some(pvc(Some(&["SlowIO"])))), Fail, Skip),
+        case("creating a PVC without health status (no old object)",
+             write(PVC, "apps", "CREATE", ADMIN, None, Some(pvc(None))), Skip, Skip),
+        case("resizing a PVC that has health status (the stored status is kept: no rule applies)",
+             write(PVC, "apps", "UPDATE", ADMIN, Some(pvc(Some(&["SlowIO"]))), Some(pvc(Some(&["SlowIO"])))), Skip, Skip),
+        case("health status in the webhooks' own namespace is never sent",
+             write(PVC_STATUS, "volume-health", "UPDATE", HEALTH_MONITOR, Some(pvc(None)), Some(pvc(Some(&["SlowIO"])))), Skip, Skip),
+        case("deleting a PVC",
+             write(PVC, "apps", "DELETE", ADMIN, Some(pvc(Some(&["SlowIO"]))), None), Skip, Skip),
+
+        // CSINodes: cluster-scoped; every node write is validated.
+        case("kubelet creates its CSINode (no status at all, no old object)",
+             write(CSINODE, "", "CREATE", KUBELET, None, Some(csinode("node-1", None))), Skip, Ignore),
+        case("kubelet registers a driver in its CSINode",
+             write(CSINODE, "", "UPDATE", KUBELET, Some(csinode("node-1", None)), Some(csinode("node-1", None))), Skip, Ignore),
+        case("kubelet writes another node's CSINode",
+             write(CSINODE, "", "UPDATE", KUBELET, Some(csinode("node-2", None)), Some(csinode("node-2", None))), Skip, Ignore),
+        case("kubelet writes csinodes/status without storage health",
+             write(CSINODE_STATUS, "", "UPDATE", KUBELET, Some(csinode("node-1", None)), Some(csinode("node-1", Some(&[])))), Skip, Ignore),
+        case("kubelet adds storage health",
+             write(CSINODE_STATUS, "", "UPDATE", KUBELET, Some(csinode("node-1", None)), Some(csinode("node-1", Some(&["Flaky"])))), Fail, Fail),
+        case("kubelet changes storage health (in use: nothing to drop)",
+             write(CSINODE_STATUS, "", "UPDATE", KUBELET, Some(csinode("node-1", Some(&["Flaky"]))), Some(csinode("node-1", Some(&["Down"])))), Skip, Fail),
+        case("kubelet removes storage health",
+             write(CSINODE_STATUS, "", "UPDATE", KUBELET, Some(csinode("node-1", Some(&["Flaky"]))), Some(csinode("node-1", None))), Skip, Fail),
+        case("kubelet creates its CSINode with storage health (the name rule, failing open)",
+             write(CSINODE, "", "CREATE", KUBELET, None, Some(csinode("node-1", Some(&["Flaky"])))), Fail, Ignore),
+        case("kubelet unregisters a driver whose storage health stays",
+             write(CSINODE, "", "UPDATE", KUBELET, Some(csinode("node-1", Some(&["Flaky"]))), Some(csinode("node-1", Some(&["Flaky"])))), Skip, Ignore),
+        case("an admin updates a CSINode that has storage health",
+             write(CSINODE, "", "UPDATE", ADMIN, Some(csinode("node-1", Some(&["Flaky"]))), Some(csinode("node-1", Some(&["Flaky"])))), Skip, Skip),
+        case("an admin adds storage health",
+             write(CSINODE_STATUS, "", "UPDATE", ADMIN, Some(csinode("node-1", None)), Some(csinode("node-1", Some(&["Flaky"])))), Fail, Fail),
+        case("an admin updates a CSINode without storage health",
+             write(CSINODE, "", "UPDATE", ADMIN, Some(csinode("node-1", None)), Some(csinode("node-1", None))), Skip, Skip),
+        case("a user named like a node but outside system:nodes is not a node",
+             write(CSINODE, "", "UPDATE", NODE_NAMED_USER, Some(csinode("node-1", None)), Some(csinode("node-1", None))), Skip, Skip),
+        case("a user named like a node with no groups at all is not a node",
+             write(CSINODE, "", "UPDATE", GROUPLESS_NODE_NAME, Some(csinode("node-1", None)), Some(csinode("node-1", None))), Skip, Skip),
+        case("kubelet deletes its CSINode",
+             write(CSINODE, "", "DELETE", KUBELET, Some(csinode("node-1", Some(&["Flaky"]))), None), Skip, Skip),
+    ]
+}
+
+fn expectation(dispatch: &Dispatch) -> Expect {
+    match dispatch {
+        Dispatch::Skip => Expect::Skip,
+        Dispatch::Call(calls) => {
+            assert_eq!(
+                calls.len(),
+                1,
+                "a request must reach at most one webhook of a configuration, reached {calls:?}"
+            );
+            match calls[0].1.as_str() {
+                "Fail" => Expect::Fail,
+                "Ignore" => Expect::Ignore,
+                other => panic!("unexpected failure policy {other}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn admission_match_conditions_send_only_the_requests_that_matter() {
+    let cases = admission_cases();
+    for rendering in rendered() {
+        let [(_, mutating), (_, validating)] = configurations(rendering);
+        let mut failures = Vec::new();
+        for case in &cases {
+            let mutate = expectation(&dispatch(mutating, &case.request));
+            let validate = expectation(&dispatch(validating, &case.request));
+            if (mutate, validate) != (case.mutate, case.validate) {
+                failures.push(format!(
+                    "  {}: mutate {mutate:?} (want {:?}), validate {validate:?} (want {:?})",
+                    case.what, case.mutate, case.validate
+                ));
+            }
+        }
+        assert!(
+            failures.is_empty(),
+            "{}:\n{}",
+            rendering.name,
+            failures.join("\n")
+        );
+    }
+}
+
+#[test]
+fn admission_cases_cover_every_webhook_and_both_decisions() {
+    // The table must exercise each webhook entry, so a broken entry cannot hide.
+    let rendering = rendering("base");
+    for (what, configuration) in configurations(rendering) {
+        for webhook in array_at(configuration, "/webhooks") {
+            let name = str_at(webhook, "/name");
+            let single = json!({"webhooks": [webhook]});
+            let (mut sent, mut skipped) = (false, false);
+            for case in admission_cases()
+                .iter()
+                .filter(|c| rules_match(webhook, &c.request))
+            {
+                match dispatch(&single, &case.request) {
+                    Dispatch::Skip => skipped = true,
+                    Dispatch::Call(_) => sent = true,
+                }
+            }
+            assert!(
+                sent && skipped,
+                "{what} webhook {name}: the table must contain requests it gets and requests it does not"
+            );
+        }
+    }
+}
+
+#[test]
+fn match_conditions_never_error_whatever_the_object_shape() {
+    // An expression error invokes the failure policy (Fail rejects the write), so every
+    // condition must evaluate cleanly for every operation a webhook's rules admit, every
+    // user shape and every object shape: null (no old object on CREATE), no status, an
+    // empty status, a status with the gated field.
+    // The base suffices: the overlays change nothing but the CA of the webhooks
+    // (overlays_change_only_how_the_apiserver_trusts_the_webhooks).
+    let users = [
+        KUBELET,
+        NODE_NAMED_USER,
+        GROUPLESS_NODE_NAME,
+        ADMIN,
+        ("", &[][..]),
+    ];
+    let mut evaluated = 0;
+    {
+        let rendering = rendering("base");
+        for (_, configuration) in configurations(rendering) {
+            for webhook in array_at(configuration, "/webhooks") {
+                let single = json!({"webhooks": [webhook]});
+                for &(group, resource, sub) in GATED {
+                    let kind = match resource {
+                        "pods" => "Pod",
+                        "persistentvolumeclaims" => "PersistentVolumeClaim",
+                        _ => "CSINode",
+                    };
+                    let with_field = match resource {
+                        "pods" => pod(Some(&["SlowIO"])),
+                        "persistentvolumeclaims" => pvc(Some(&["SlowIO"])),
+                        _ => csinode("node-1", Some(&["Flaky"])),
+                    };
+                    let mut without_status = with_field.clone();
+                    without_status
+                        .as_object_mut()
+                        .expect("object")
+                        .remove("status");
+                    let mut empty_status = with_field.clone();
+                    empty_status["status"] = json!({});
+                    let shapes = [
+                        None,
+                        Some(without_status),
+                        Some(empty_status),
+                        Some(with_field),
+                    ];
+                    let namespace = if group.is_empty() { "apps" } else { "" };
+                    for operation in ["CREATE", "UPDATE"] {
+                        for user in users {
+                            for old in &shapes {
+                                for new in &shapes {
+                                    let request = write(
+                                        (group, resource, sub, kind),
+                                        namespace,
+                                        operation,
+                                        user,
+                                        old.clone(),
+                                        new.clone(),
+                                    );
+                                    if rules_match(webhook, &request) {
+                                        // dispatch panics on any evaluation error.
+                                        dispatch(&single, &request);
+                                        evaluated += 1;
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(evaluated > 0, "no request reached a webhook's conditions");
+}
+
+#[test]
+fn match_conditions_use_only_cel_that_kubernetes_and_the_interpreter_share() {
+    const FUNCTIONS: &[&str] = &["has", "size", "startsWith"];
+    let check = |origin: &str, expression: &str, roots: &[&str], request_fields: &[&str]| {
+        for identifier in identifiers(expression) {
+            match identifier.role {
+                Role::Call => assert!(
+                    FUNCTIONS.contains(&identifier.name.as_str()),
+                    "{origin}: function {} in {expression}",
+                    identifier.name
+                ),
+                Role::Root => {
+                    assert!(
+                        roots.contains(&identifier.name.as_str())
+                            || ["null", "true", "false", "in"].contains(&identifier.name.as_str()),
+                        "{origin}: unknown variable {} in {expression}",
+                        identifier.name
+                    );
+                    if identifier.name == "request" {
+                        assert!(
+                            request_fields.contains(&identifier.path.as_str()),
+                            "{origin}: request.{} is not a field of the typed request variable",
+                            identifier.path
+                        );
+                    }
+                }
+                Role::Member => {}
+            }
+        }
+    };
+    for rendering in rendered() {
+        for (_, configuration) in configurations(rendering) {
+            for webhook in array_at(configuration, "/webhooks") {
+                for condition in array_at(webhook, "/matchConditions") {
+                    let origin = format!("{} {}", rendering.name, webhook["name"]);
+                    check(
+                        &origin,
+                        str_at(condition, "/expression"),
+                        &["object", "oldObject", "request"],
+                        ADMISSION_REQUEST_FIELDS,
+                    );
+                }
+            }
+        }
+    }
+    let authorizer = volume_health_authorizer();
+    for condition in array_at(&authorizer, "/webhook/matchConditions") {
+        check(
+            "authorizer",
+            str_at(condition, "/expression"),
+            &["request"],
+            ACCESS_REVIEW_FIELDS,
+        );
+    }
+}
