@@ -1,5 +1,6 @@
 //! Logging setup: one structured line per review (at debug level for reviews that are simply
-//! allowed), text or JSON; and [`event_at!`], which logs those lines at their level.
+//! allowed), text or JSON; the targets those lines are logged under; and `event_at!`, which
+//! logs them at their level.
 
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::field::MakeExt;

@@ -51,10 +51,10 @@ pub(super) struct Port {
     header_timeout: Duration,
     slots: Arc<Semaphore>,
     connections: JoinSet<()>,
-    /// Asks every connection's client to reconnect (see [`Server::run`](super::Server::run)). hyper-util's
-    /// `GracefulShutdown` would close idle HTTP/1.1 connections at once, under a client that
-    /// may be sending on one at that instant, and would take each connection over, leaving
-    /// the h2 idle close no way to act on it.
+    /// Asks every connection's client to reconnect (see [`Server::run`](super::Server::run)).
+    /// hyper-util's `GracefulShutdown` would close idle HTTP/1.1 connections at once, under a
+    /// client that may be sending on one at that instant, and would take each connection over,
+    /// leaving the h2 idle close no way to act on it.
     drain: CancellationToken,
 }
 

@@ -1,5 +1,5 @@
 //! The process: TLS listener for the webhooks, plain listener for health, certificate reload,
-//! and the order of the drain on shutdown. Each connection is served by [`connections`] (limits,
+//! and the order of the drain on shutdown. Each connection is served by `connections` (limits,
 //! timeouts, TLS, HTTP/1.1 and h2, and how a client is asked to reconnect); a [`Shutdown`],
 //! worked by hand or by signals, starts the drain.
 

@@ -27,13 +27,14 @@ impl Shutdown {
         Self::default()
     }
 
-    /// Starts the drain described at [`Server::run`](super::Server::run); a second call changes nothing.
+    /// Starts the drain described at [`Server::run`](super::Server::run); a second call changes
+    /// nothing.
     pub fn drain(&self) {
         self.drain.cancel();
     }
 
-    /// Ends [`Server::run`](super::Server::run) at once, with [`Stopped::Aborted`](super::Stopped::Aborted): connections still open are
-    /// dropped.
+    /// Ends [`Server::run`](super::Server::run) at once, with
+    /// [`Stopped::Aborted`](super::Stopped::Aborted): connections still open are dropped.
     pub fn abort(&self) {
         self.abort.cancel();
     }
