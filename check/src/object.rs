@@ -6,7 +6,7 @@ use serde::Deserialize;
 use serde::Serialize;
 use serde_json::value::RawValue;
 use volume_health_validation::admission::Invalid;
-use volume_health_validation::status::error_chain;
+use volume_health_validation::error::chain as error_chain;
 use volume_health_validation::{
     AdmissionRequest, ErrorList, HealthResource, Operation, RestrictionPolicy, UserInfo, Verdict,
 };

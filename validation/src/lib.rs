@@ -64,7 +64,8 @@
 //! The front door is the items below; the rest is in named modules: [`rules`] (the field rules
 //! by list, their limits, [`rules::ConditionIdentity`]), [`restriction`] (the node rules and
 //! their texts), [`admission`] (the verdict's parts and errors), [`field`] (paths and error
-//! kinds), [`status`] (the `Status` an apiserver answers with), [`identity`] (node users).
+//! kinds), [`status`] (the `Status` an apiserver answers with), [`identity`] (node users),
+//! [`error`] (an error and its causes on one line).
 //!
 //! This crate selects no k8s-openapi version: the program that depends on it enables `v1_37` or
 //! later, as k8s-openapi asks of libraries.
@@ -72,6 +73,7 @@
 pub mod admission;
 #[doc(hidden)]
 pub mod decode;
+pub mod error;
 pub mod field;
 pub mod identity;
 mod render;

@@ -107,23 +107,6 @@ pub fn forbidden_status(resource: HealthResource, name: &str, reason: &str) -> S
     )
 }
 
-/// An error and its sources as one line, `err: source: source`, skipping a source whose text
-/// the message already contains (serde and io errors often repeat their cause). The message of
-/// a 400 for an object that does not decode, as the webhooks and `check` give it.
-pub fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut message = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !message.contains(&text) {
-            message.push_str(": ");
-            message.push_str(&text);
-        }
-        source = cause.source();
-    }
-    message
-}
-
 /// The `Status` of a 400 Bad Request with `message`.
 pub fn bad_request_status(message: String) -> Status {
     failure(400, "BadRequest", message, None)

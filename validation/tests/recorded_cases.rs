@@ -216,7 +216,7 @@ fn review(request: &str) -> String {
 }
 
 fn decode_error(err: DecodeError) -> String {
-    volume_health_validation::status::error_chain(&err)
+    volume_health_validation::error::chain(&err)
 }
 
 /// An object that is not its kind is no error of the review: the decisions that read it
@@ -275,7 +275,7 @@ fn an_object_that_is_not_its_kind_is_reported_by_the_decisions() {
     }
     let duplicate = AdmissionReview::parse(&review(r#"{"uid":"a","uid":"b"}"#)).unwrap_err();
     assert!(matches!(duplicate, ReviewError::Decode(_)), "{duplicate:?}");
-    let duplicate = volume_health_validation::status::error_chain(&duplicate);
+    let duplicate = volume_health_validation::error::chain(&duplicate);
     assert!(
         duplicate.starts_with("request body is not an AdmissionReview: duplicate field `uid`"),
         "{duplicate}"

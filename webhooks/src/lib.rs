@@ -21,4 +21,4 @@ pub mod tls;
 
 pub use handlers::{Settings, WebhookState, router};
 
-pub use volume_health_validation::status::error_chain;
+pub use volume_health_validation::error::chain as error_chain;
