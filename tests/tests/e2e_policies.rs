@@ -69,6 +69,7 @@ async fn create(cluster: &Cluster, object: &Value) {
             object["metadata"]["namespace"].as_str().unwrap()
         ),
         "Namespace" => "/api/v1/namespaces".to_owned(),
+        "CSINode" => "/apis/storage.k8s.io/v1/csinodes".to_owned(),
         "ClusterRole" => "/apis/rbac.authorization.k8s.io/v1/clusterroles".to_owned(),
         "ClusterRoleBinding" => "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings".to_owned(),
         kind => policy_path(kind),
@@ -605,17 +606,7 @@ fn too_large(code: u16, body: &Value) -> bool {
 /// the policy bound; at that size a write with no duplicate is stored, and one with a duplicate
 /// in the last driver gets the library's answer, each within [`FLOOR_TIME`].
 async fn cost_floor(cluster: &Cluster, shape: Floor) {
-    let (code, body) = cluster
-        .api
-        .send(
-            Method::POST,
-            "/apis/storage.k8s.io/v1/csinodes",
-            Some(&csinode(FLOOR_NODE, Value::Null)),
-            None,
-        )
-        .await
-        .unwrap();
-    assert_eq!(code, 201, "{body}");
+    create(cluster, &csinode(FLOOR_NODE, Value::Null)).await;
     let put = |entries, offset, last_duplicate| {
         put_floor(cluster, shape, entries, offset, last_duplicate, false)
     };
@@ -962,17 +953,7 @@ fn library_message(replay: &Replay) -> String {
 /// log records the library's message for the write. The Deny bindings are restored after.
 async fn warn_and_audit(cluster: &Cluster) {
     let name = "warned";
-    let (code, body) = cluster
-        .api
-        .send(
-            Method::POST,
-            "/apis/storage.k8s.io/v1/csinodes",
-            Some(&csinode(name, Value::Null)),
-            None,
-        )
-        .await
-        .unwrap();
-    assert_eq!(code, 201, "{body}");
+    create(cluster, &csinode(name, Value::Null)).await;
     let path = format!("/apis/storage.k8s.io/v1/csinodes/{name}/status");
     let identity = policies::storage_condition_identity_name();
 

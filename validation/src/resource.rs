@@ -19,6 +19,13 @@ pub struct GroupVersionResource<'a> {
     pub resource: Cow<'a, str>,
 }
 
+impl GroupVersionResource<'_> {
+    /// The resource, when it is one with a volume health field (any version).
+    pub fn health_resource(&self) -> Option<HealthResource> {
+        HealthResource::from_group_resource(&self.group, &self.resource)
+    }
+}
+
 /// A resource with a volume health field.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum HealthResource {

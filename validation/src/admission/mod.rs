@@ -280,7 +280,7 @@ impl<'a> AdmissionRequest<'a> {
 
     /// The resource written, when it is one with a volume health field.
     pub fn health_resource(&self) -> Option<HealthResource> {
-        HealthResource::from_group_resource(&self.resource.group, &self.resource.resource)
+        self.resource.health_resource()
     }
 
     /// Whether `object` is present and not `null`.

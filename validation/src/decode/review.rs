@@ -55,12 +55,6 @@ pub(crate) struct Request<'a> {
     pub(crate) old_object: Slot<'a>,
 }
 
-impl Request<'_> {
-    fn health_resource(&self) -> Option<HealthResource> {
-        HealthResource::from_group_resource(&self.resource.group, &self.resource.resource)
-    }
-}
-
 /// Reads an AdmissionReview body, whatever the order of its members. Strings are borrowed from
 /// `body` where they hold no escapes. The error is the body's own: not JSON, or not of the
 /// AdmissionReview shape; an object that is not its kind is no error here, but a [`Slot`] that
@@ -203,7 +197,7 @@ impl<'de> Visitor<'de> for RequestVisitor {
                 }
             }
         }
-        let resource = request.health_resource();
+        let resource = request.resource.health_resource();
         request.object = object.into_slot(resource, "object");
         request.old_object = old_object.into_slot(resource, "oldObject");
         Ok(request)
@@ -215,7 +209,10 @@ impl RequestVisitor {
     fn seed(&self, request: &Request<'_>, seen: u16) -> ObjectSeed {
         let resource_read = seen & (1 << Field::Resource as u16) != 0;
         ObjectSeed(
-            match (self.one_pass && resource_read, request.health_resource()) {
+            match (
+                self.one_pass && resource_read,
+                request.resource.health_resource(),
+            ) {
                 (true, Some(resource)) => Seed::View(resource),
                 // A resource without rules: nothing reads its objects.
                 (true, None) => Seed::Skip,

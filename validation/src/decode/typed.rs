@@ -63,15 +63,6 @@ impl HealthObject for CSINode {
 }
 
 impl<'a> Typed<'a> {
-    /// Its resource.
-    pub fn resource(self) -> HealthResource {
-        match self {
-            Typed::Pod(_) => HealthResource::Pods,
-            Typed::Claim(_) => HealthResource::PersistentVolumeClaims,
-            Typed::CsiNode(_) => HealthResource::CsiNodes,
-        }
-    }
-
     /// Its `metadata`.
     pub fn metadata(self) -> &'a ObjectMeta {
         match self {
