@@ -236,15 +236,18 @@ pub fn decide(
         }
     }
     decision.denial = match request.validate(policy) {
-        Ok(verdict) => verdict.status().map(|status| Denial {
-            code: status.code.unwrap_or_default(),
-            reason: status.reason.unwrap_or_default(),
-            message: status.message.unwrap_or_default(),
-            errors: match verdict {
-                Verdict::Invalid(Invalid { errors, .. }) => errors,
-                _ => ErrorList::new(),
-            },
-        }),
+        Ok(verdict) => match (verdict.code(), verdict.reason(), verdict.message()) {
+            (Some(code), Some(reason), Some(message)) => Some(Denial {
+                code,
+                reason: reason.to_owned(),
+                message,
+                errors: match verdict {
+                    Verdict::Invalid(Invalid { errors, .. }) => errors,
+                    _ => ErrorList::new(),
+                },
+            }),
+            _ => None,
+        },
         Err(err) => Some(bad_request(&err)),
     };
     decision
