@@ -11,6 +11,8 @@ use volume_health_validation::{
     AdmissionRequest, ErrorList, HealthResource, Operation, RestrictionPolicy, UserInfo, Verdict,
 };
 
+use crate::drop_on_save;
+
 /// The members of an object that say what it is, and the one the node rules read of an old pod.
 #[derive(Debug, Default)]
 pub(crate) struct Header<'a> {
@@ -216,15 +218,15 @@ pub fn decide(
     if !policy.gate_enabled {
         match request.gated_field_to_drop(false) {
             Ok(None) => {}
-            Ok(Some(pointer)) => {
+            Ok(Some(_)) => {
                 decision.dropped = Some(resource.gated_field());
-                match remove(object, pointer) {
+                match without_gated_field(resource, object) {
                     Ok(rest) => {
                         without = rest;
                         request = build(&without);
                     }
                     Err(err) => {
-                        decision.denial = Some(bad_request(&err));
+                        decision.denial = Some(bad_request(&*err));
                         return decision;
                     }
                 }
@@ -236,29 +238,32 @@ pub fn decide(
         }
     }
     decision.denial = match request.validate(policy) {
-        Ok(verdict) => verdict.status().map(|status| Denial {
-            code: status.code.unwrap_or_default(),
-            reason: status.reason.unwrap_or_default(),
-            message: status.message.unwrap_or_default(),
-            errors: match verdict {
-                Verdict::Invalid(Invalid { errors, .. }) => errors,
-                _ => ErrorList::new(),
-            },
-        }),
+        Ok(verdict) => match (verdict.code(), verdict.reason(), verdict.message()) {
+            (Some(code), Some(reason), Some(message)) => Some(Denial {
+                code,
+                reason: reason.to_owned(),
+                message,
+                errors: match verdict {
+                    Verdict::Invalid(Invalid { errors, .. }) => errors,
+                    _ => ErrorList::new(),
+                },
+            }),
+            _ => None,
+        },
         Err(err) => Some(bad_request(&err)),
     };
     decision
 }
 
-/// The object without the member at `pointer`, as the drop-on-save patch leaves it.
-fn remove(object: &RawValue, pointer: &str) -> Result<Box<RawValue>, serde_json::Error> {
+/// The object without `resource`'s gated field: drop on save's patch, as the mutating webhook
+/// sends it, applied to the object.
+fn without_gated_field(
+    resource: HealthResource,
+    object: &RawValue,
+) -> Result<Box<RawValue>, Box<dyn std::error::Error>> {
     let mut value: serde_json::Value = serde_json::from_str(object.get())?;
-    if let Some((parent, member)) = pointer.rsplit_once('/')
-        && let Some(parent) = value.pointer_mut(parent).and_then(|p| p.as_object_mut())
-    {
-        parent.remove(member);
-    }
-    serde_json::value::to_raw_value(&value)
+    json_patch::patch(&mut value, &drop_on_save::patch(resource))?;
+    Ok(serde_json::value::to_raw_value(&value)?)
 }
 
 /// The webhook's 400 for an object it cannot decode: the error and its sources on one line.

@@ -14,6 +14,15 @@ use crate::resource::HealthResource;
 /// how many more there were.
 pub const MAX_REPORTED_ERRORS: usize = 10_000;
 
+/// The code of a 422 Unprocessable Entity, as field validation answers.
+pub(crate) const INVALID_CODE: i32 = 422;
+/// The reason of a 422.
+pub(crate) const INVALID_REASON: &str = "Invalid";
+/// The code of a 403 Forbidden, as the node restriction answers.
+pub(crate) const FORBIDDEN_CODE: i32 = 403;
+/// The reason of a 403.
+pub(crate) const FORBIDDEN_REASON: &str = "Forbidden";
+
 /// The message of a 422, as `apierrors.NewInvalid` prints it:
 /// `<Kind> "<name>" is invalid: <err>` for one error, `[<e1>, <e2>]` for several, each distinct
 /// string once.
@@ -23,7 +32,7 @@ pub fn invalid_message(resource: HealthResource, name: &str, errors: &[FieldErro
 
 /// [`invalid_message`] for the first errors of a longer list: `omitted` more are counted at the
 /// end of the list, `[<e1>, ..., and 12 more errors]`.
-fn invalid_message_omitting(
+pub(crate) fn invalid_message_omitting(
     resource: HealthResource,
     name: &str,
     errors: &[FieldError],
@@ -74,8 +83,8 @@ pub(crate) fn invalid_status_omitting(
         })
         .collect();
     failure(
-        422,
-        "Invalid",
+        INVALID_CODE,
+        INVALID_REASON,
         invalid_message_omitting(resource, name, errors, omitted),
         Some(StatusDetails {
             name: Some(name.to_owned()),
@@ -91,19 +100,25 @@ pub(crate) fn invalid_status_omitting(
 /// `<resource>[.<group>] "<name>" is forbidden: <reason>`.
 pub fn forbidden_status(resource: HealthResource, name: &str, reason: &str) -> Status {
     failure(
-        403,
-        "Forbidden",
-        format!(
-            "{} {} is forbidden: {reason}",
-            resource.qualified_resource(),
-            GoQuoted(name)
-        ),
+        FORBIDDEN_CODE,
+        FORBIDDEN_REASON,
+        forbidden_message(resource, name, reason),
         Some(StatusDetails {
             name: Some(name.to_owned()),
             group: non_empty(resource.group()),
             kind: Some(resource.resource().to_owned()),
             ..Default::default()
         }),
+    )
+}
+
+/// The message of a 403, as `admission.NewForbidden` prints it:
+/// `<resource>[.<group>] "<name>" is forbidden: <reason>`.
+pub(crate) fn forbidden_message(resource: HealthResource, name: &str, reason: &str) -> String {
+    format!(
+        "{} {} is forbidden: {reason}",
+        resource.qualified_resource(),
+        GoQuoted(name)
     )
 }
 

@@ -1382,6 +1382,49 @@ mod admission_decisions {
         );
     }
 
+    /// `code`, `reason` and `message` of a verdict are what its `Status` carries.
+    #[test]
+    fn verdict_parts_are_its_status_parts() {
+        let user = node1();
+        let mut other = pod(json!([{"name": ""}]));
+        other["spec"]["nodeName"] = json!("node2");
+        let (forbidden, invalid, valid) = (
+            raw(&other),
+            raw(&pod(json!([{"name": ""}, {"name": "x"}]))),
+            raw(&pod(json!([]))),
+        );
+        let admin = UserInfo::default();
+        let cases = [
+            (&user, &forbidden, &forbidden, "forbidden"),
+            (&admin, &invalid, &valid, "invalid"),
+            (&admin, &valid, &valid, "allowed"),
+        ];
+        for (user, obj, old, label) in cases {
+            let i = input(
+                POD,
+                "status",
+                Operation::Update,
+                "foo",
+                user,
+                Some(obj),
+                Some(old),
+            );
+            let verdict = validate_admission(&i, &gate(true)).unwrap();
+            assert_eq!(verdict.label(), label);
+            let status = verdict.status();
+            assert_eq!(verdict.code(), status.as_ref().and_then(|s| s.code));
+            assert_eq!(
+                verdict.reason(),
+                status.as_ref().and_then(|s| s.reason.as_deref())
+            );
+            assert_eq!(
+                verdict.message().as_deref(),
+                status.as_ref().and_then(|s| s.message.as_deref())
+            );
+            assert_eq!(verdict.code().is_some(), label != "allowed");
+        }
+    }
+
     #[test]
     fn csinode_create_uses_the_object_name() {
         let user = node1();

@@ -7,12 +7,11 @@
 //! wants base64, so the envelope is written here.
 
 use base64::Engine;
-use json_patch::jsonptr::Pointer;
-use json_patch::{Patch, PatchOperation, RemoveOperation};
+use json_patch::Patch;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use serde::Serialize;
 use volume_health_validation::admission::ReviewError;
-use volume_health_validation::{AdmissionRequest, AdmissionReview, HealthResource};
+use volume_health_validation::{AdmissionRequest, AdmissionReview};
 
 const API_VERSION: &str = "admission.k8s.io/v1";
 const KIND: &str = "AdmissionReview";
@@ -35,23 +34,6 @@ pub fn parse(body: &[u8]) -> Result<AdmissionRequest<'_>, BadReview> {
     // Checked once here, the text is not checked again string by string as serde reads it.
     let body = std::str::from_utf8(body).map_err(BadReview::Utf8)?;
     Ok(AdmissionReview::parse(body)?.request)
-}
-
-/// The JSON Pointer of a resource's gated field, as the patch that drops it names it.
-pub fn gated_pointer(resource: HealthResource) -> &'static Pointer {
-    // Each arm builds its own variant's pointer from the library's when compiled (`from_static`
-    // of an invalid pointer does not build), so there is no table here to keep in step.
-    match resource {
-        HealthResource::Pods => {
-            const { Pointer::from_static(HealthResource::Pods.gated_pointer()) }
-        }
-        HealthResource::PersistentVolumeClaims => {
-            const { Pointer::from_static(HealthResource::PersistentVolumeClaims.gated_pointer()) }
-        }
-        HealthResource::CsiNodes => {
-            const { Pointer::from_static(HealthResource::CsiNodes.gated_pointer()) }
-        }
-    }
 }
 
 /// JSON this server writes: strings, numbers, bools, and maps with string keys, which
@@ -109,12 +91,9 @@ impl<'a> Response<'a> {
         }
     }
 
-    /// Allowed with the member at `pointer` removed, the patch encoded as the apiserver
-    /// expects: standard base64 of the JSON array.
-    pub fn allow_removing(uid: &'a str, pointer: &Pointer) -> Self {
-        let patch = Patch(vec![PatchOperation::Remove(RemoveOperation {
-            path: pointer.to_buf(),
-        })]);
+    /// Allowed with `patch` applied, the patch encoded as the apiserver expects: standard
+    /// base64 of the JSON array.
+    pub fn allow_patching(uid: &'a str, patch: &Patch) -> Self {
         Response {
             patch: Some(base64::engine::general_purpose::STANDARD.encode(patch.to_json())),
             patch_type: Some("JSONPatch"),

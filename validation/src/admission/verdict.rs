@@ -6,7 +6,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use crate::field::ErrorList;
 use crate::resource::HealthResource;
 use crate::restriction::Restricted;
-use crate::status::{forbidden_status, invalid_status_omitting};
+use crate::status::{
+    FORBIDDEN_CODE, FORBIDDEN_REASON, INVALID_CODE, INVALID_REASON, forbidden_message,
+    forbidden_status, invalid_message_omitting, invalid_status_omitting,
+};
 
 /// The answer of the validating webhook.
 #[derive(Clone, Debug, PartialEq)]
@@ -20,12 +23,43 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    /// The `Status` of a denial; `None` when allowed.
+    /// The `Status` of a denial; `None` when allowed. Its `code`, `reason` and `message` are
+    /// [`code`](Self::code), [`reason`](Self::reason) and [`message`](Self::message).
     pub fn status(&self) -> Option<Status> {
         match self {
             Verdict::Allowed => None,
             Verdict::Forbidden(forbidden) => Some(forbidden.status()),
             Verdict::Invalid(invalid) => Some(invalid.status()),
+        }
+    }
+
+    /// The HTTP code of a denial, as [`status`](Self::status) puts it in the `Status`: 403 for
+    /// the node restriction, 422 for field errors; `None` when allowed.
+    pub fn code(&self) -> Option<i32> {
+        match self {
+            Verdict::Allowed => None,
+            Verdict::Forbidden(_) => Some(FORBIDDEN_CODE),
+            Verdict::Invalid(_) => Some(INVALID_CODE),
+        }
+    }
+
+    /// The reason of a denial, as [`status`](Self::status) puts it in the `Status`:
+    /// `Forbidden` or `Invalid`; `None` when allowed.
+    pub fn reason(&self) -> Option<&'static str> {
+        match self {
+            Verdict::Allowed => None,
+            Verdict::Forbidden(_) => Some(FORBIDDEN_REASON),
+            Verdict::Invalid(_) => Some(INVALID_REASON),
+        }
+    }
+
+    /// The message of a denial, as [`status`](Self::status) puts it in the `Status` (the one
+    /// the apiserver prints); `None` when allowed. Built without the rest of the `Status`.
+    pub fn message(&self) -> Option<String> {
+        match self {
+            Verdict::Allowed => None,
+            Verdict::Forbidden(forbidden) => Some(forbidden.message()),
+            Verdict::Invalid(invalid) => Some(invalid.message()),
         }
     }
 
@@ -55,6 +89,11 @@ impl Forbidden {
     pub fn status(&self) -> Status {
         forbidden_status(self.resource, &self.name, &self.reason.to_string())
     }
+
+    /// The message of [`status`](Self::status).
+    fn message(&self) -> String {
+        forbidden_message(self.resource, &self.name, &self.reason.to_string())
+    }
 }
 
 /// An object that field validation refuses.
@@ -75,5 +114,10 @@ impl Invalid {
     /// The 422 `Status` the apiserver answers with.
     pub fn status(&self) -> Status {
         invalid_status_omitting(self.resource, &self.name, &self.errors, self.omitted)
+    }
+
+    /// The message of [`status`](Self::status).
+    fn message(&self) -> String {
+        invalid_message_omitting(self.resource, &self.name, &self.errors, self.omitted)
     }
 }

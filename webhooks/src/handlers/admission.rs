@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use tracing::Level;
+use volume_health_check::drop_on_save;
 use volume_health_validation::admission::{DecodeError, Invalid};
 use volume_health_validation::status::bad_request_status;
 use volume_health_validation::{AdmissionRequest, HealthResource, Verdict};
@@ -153,7 +154,7 @@ impl Endpoint for Mutate {
             Ok(None) => Ok(AdmissionReviewed::allowed(request)),
             Ok(Some(_)) => {
                 let mut response =
-                    review::Response::allow_removing(&request.uid, review::gated_pointer(resource));
+                    review::Response::allow_patching(&request.uid, &drop_on_save::patch(resource));
                 response.warnings.push(format!(
                     "{} was dropped: feature gate CSIVolumeHealth is disabled",
                     resource.gated_field()

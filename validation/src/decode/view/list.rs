@@ -6,19 +6,20 @@
 //! conditions, a few volumes). [`crate::decode::json::from_str`] reads those in the one pass over the
 //! body. A longer list makes that pass fail, and the body is read again with each list's text
 //! captured (borrowed from the body): such a list keeps its text, its length and a fingerprint
-//! for equality, and each rule walks it by decoding the items one at a time. Either way every
+//! for equality (`fingerprint`), and each rule walks it by decoding the items one at a time
+//! (`walk`). Either way every
 //! item is decoded when the list is read, so an item that is not of its type fails the read
 //! exactly as a decoded `Vec` would.
 
-use std::borrow::Cow;
 use std::fmt;
-use std::hash::{BuildHasher, Hash, Hasher, RandomState};
+use std::hash::{Hash, Hasher};
 use std::marker::PhantomData;
-use std::sync::LazyLock;
 
-use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, SeqAccess, Visitor};
+use serde::de::{self, Deserialize, Deserializer, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
+use super::fingerprint::{Fingerprint, Fingerprinted};
+use super::walk::{Walk, walk_text};
 use crate::decode::json;
 
 /// Lists of at most this many items are held decoded after their read, so the rules' several
@@ -277,103 +278,10 @@ where
 /// Why a read with lists held failed: the body is then read again with lists captured.
 const TOO_LONG_TO_HOLD: &str = "a list too long to hold";
 
-/// Whether a walk goes on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Walk {
-    Next,
-    Stop,
-}
-
-/// Decodes the items of the list `text` one by one, giving each to `visit`; returns how many
-/// there were.
-fn walk_text<'a, T: Deserialize<'a>>(
-    text: &'a str,
-    visit: impl FnMut(usize, T) -> Walk,
-) -> Result<usize, serde_json::Error> {
-    json::from_str_seed(
-        text,
-        ListSeed::<T, _> {
-            visit,
-            item: PhantomData,
-        },
-    )
-}
-
-struct ListSeed<T, F> {
-    visit: F,
-    item: PhantomData<fn() -> T>,
-}
-
-impl<'de, T: Deserialize<'de>, F: FnMut(usize, T) -> Walk> DeserializeSeed<'de> for ListSeed<T, F> {
-    type Value = usize;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<usize, D::Error> {
-        deserializer.deserialize_seq(self)
-    }
-}
-
-impl<'de, T: Deserialize<'de>, F: FnMut(usize, T) -> Walk> Visitor<'de> for ListSeed<T, F> {
-    type Value = usize;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a sequence")
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<usize, A::Error> {
-        let mut len = 0;
-        let mut walking = true;
-        // Items after a stop are still decoded: the whole list is checked on every walk.
-        while let Some(item) = seq.next_element::<T>()? {
-            if walking {
-                walking = (self.visit)(len, item) == Walk::Next;
-            }
-            len += 1;
-        }
-        Ok(len)
-    }
-}
-
-/// Keyed SipHash over the items: equal items give equal fingerprints, and with a key drawn per
-/// process nobody can make two different lists collide on purpose. A fingerprint is only ever
-/// compared with one other (a list with the old object's), so 64 bits leave a chance of 2^-64
-/// per comparison; sets of many names use [`hash128`]. Short lists, held, compare their items
-/// and are never hashed on the request path.
-struct Fingerprint(std::hash::DefaultHasher);
-
-static KEYS: LazyLock<(RandomState, RandomState)> =
-    LazyLock::new(|| (RandomState::new(), RandomState::new()));
-
-impl Fingerprint {
-    fn new() -> Self {
-        Fingerprint(KEYS.0.build_hasher())
-    }
-
-    fn add<T: Fingerprinted>(&mut self, item: &T) {
-        item.feed(&mut self.0);
-    }
-
-    fn finish(mut self, len: usize) -> u64 {
-        self.0.write_usize(len);
-        self.0.finish()
-    }
-}
-
-/// The 128-bit keyed hash of one value, for sets of names that need not keep the names.
-pub(crate) fn hash128<T: Hash + ?Sized>(value: &T) -> u128 {
-    (u128::from(KEYS.0.hash_one(value)) << 64) | u128::from(KEYS.1.hash_one(value))
-}
-
-/// What goes into a list's fingerprint: every field that equality compares.
-pub(crate) trait Fingerprinted {
-    /// Feeds the fields to `state`, as `Hash` would.
-    fn feed<H: Hasher>(&self, state: &mut H);
-}
-
-/// A string member borrowed from the body where it holds no escapes.
-pub(crate) type Text<'a> = Cow<'a, str>;
-
 #[cfg(test)]
 mod tests {
+    use std::borrow::Cow;
+
     use serde::Deserialize;
 
     use super::*;

@@ -9,8 +9,11 @@
 //! The health entries and `healthStatus` are read as k8s-openapi reads them (a member given twice:
 //! the last one counts; `null`: absent), so that answers do not depend on which reader ran.
 
+mod fingerprint;
 mod list;
+mod walk;
 
+use std::borrow::Cow;
 use std::fmt;
 use std::hash::{Hash, Hasher};
 
@@ -19,7 +22,12 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
 
 pub(crate) use crate::decode::json::{Borrowed, optional_text};
-pub(crate) use list::{Fingerprinted, RawList, Text, Walk, hash128, same_list};
+pub(crate) use fingerprint::{Fingerprinted, hash128};
+pub(crate) use list::{RawList, same_list};
+pub(crate) use walk::Walk;
+
+/// A string member borrowed from the body where it holds no escapes.
+pub(crate) type Text<'a> = Cow<'a, str>;
 
 #[derive(Deserialize, Default)]
 pub(crate) struct MetaView<'a> {
