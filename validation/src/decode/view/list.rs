@@ -7,9 +7,8 @@
 //! body. A longer list makes that pass fail, and the body is read again with each list's text
 //! captured (borrowed from the body): such a list keeps its text, its length and a fingerprint
 //! for equality (`fingerprint`), and each rule walks it by decoding the items one at a time
-//! (`walk`). Either way every
-//! item is decoded when the list is read, so an item that is not of its type fails the read
-//! exactly as a decoded `Vec` would.
+//! (`walk`). Either way every item is decoded when the list is read, so an item that is not of
+//! its type fails the read exactly as a decoded `Vec` would.
 
 use std::fmt;
 use std::hash::{Hash, Hasher};
