@@ -44,37 +44,80 @@ enum Write {
     PodInvalid,
     PodOtherNode,
     PodKeepStored,
+    PodUnchanged,
+    PodRunning,
+    PodTerminated,
+    PodDelete,
     ClaimMonitor,
+    ClaimMonitorChange,
     ClaimOtherWriter,
     ClaimKubelet,
     ClaimInvalid,
     CsiNodeValid,
+    CsiNodeUnchanged,
     CsiNodeIndistinct,
     CsiNodeOtherNode,
     CsiNodeDriverChange,
+    CsiNodeKeepStored,
     CsiNodeStaleEntry,
     ReviewOwnCsiNode,
     ReviewOtherCsiNode,
 }
 
 impl Write {
-    const ALL: [Write; 15] = [
+    const ALL: [Write; 22] = [
         Write::PodValid,
         Write::PodInvalid,
         Write::PodOtherNode,
         Write::PodKeepStored,
+        Write::PodUnchanged,
+        Write::PodRunning,
+        Write::PodTerminated,
+        Write::PodDelete,
         Write::ClaimMonitor,
+        Write::ClaimMonitorChange,
         Write::ClaimOtherWriter,
         Write::ClaimKubelet,
         Write::ClaimInvalid,
         Write::CsiNodeValid,
+        Write::CsiNodeUnchanged,
         Write::CsiNodeIndistinct,
         Write::CsiNodeOtherNode,
         Write::CsiNodeDriverChange,
+        Write::CsiNodeKeepStored,
         Write::CsiNodeStaleEntry,
         Write::ReviewOwnCsiNode,
         Write::ReviewOtherCsiNode,
     ];
+
+    /// A kubelet's or the listed health monitor's steady-state write: with the webhooks up,
+    /// the apiserver must not call them for it.
+    fn steady_state(self) -> bool {
+        matches!(
+            self,
+            Write::PodKeepStored
+                | Write::PodUnchanged
+                | Write::PodRunning
+                | Write::PodTerminated
+                | Write::PodDelete
+                | Write::ClaimMonitorChange
+                | Write::CsiNodeUnchanged
+                | Write::CsiNodeDriverChange
+        )
+    }
+
+    /// Made by a kubelet: accepted whenever every replica is down.
+    fn by_kubelet(self) -> bool {
+        !matches!(
+            self,
+            Write::ClaimMonitor
+                | Write::ClaimMonitorChange
+                | Write::ClaimOtherWriter
+                | Write::ClaimInvalid
+                | Write::ReviewOwnCsiNode
+                | Write::ReviewOtherCsiNode
+        )
+    }
 
     fn describe(self) -> &'static str {
         match self {
@@ -86,8 +129,21 @@ impl Write {
             Write::PodKeepStored => {
                 "`pods/status`: a stored `volumeHealth` changed, by the pod's kubelet"
             }
+            Write::PodUnchanged => {
+                "`pods/status`: the same `volumeHealth` report again, by the pod's kubelet"
+            }
+            Write::PodRunning => {
+                "`pods/status`: the container running, `volumeHealth` stored and not in the patch, by the pod's kubelet"
+            }
+            Write::PodTerminated => {
+                "`pods/status`: the container terminated, `volumeHealth` stored, by the pod's kubelet"
+            }
+            Write::PodDelete => "`pods`: deleting the pod, by its kubelet",
             Write::ClaimMonitor => {
                 "`persistentvolumeclaims/status`: a valid `healthStatus`, by the health monitor (in the writer list)"
+            }
+            Write::ClaimMonitorChange => {
+                "`persistentvolumeclaims/status`: a stored `healthStatus` changed, by the health monitor"
             }
             Write::ClaimOtherWriter => {
                 "`persistentvolumeclaims/status`: a valid `healthStatus`, by a user with RBAC outside the writer list"
@@ -101,12 +157,18 @@ impl Write {
             Write::CsiNodeValid => {
                 "`csinodes/status`: a valid `storageHealth`, by the node's kubelet"
             }
+            Write::CsiNodeUnchanged => {
+                "`csinodes/status`: the same `storageHealth` report again, by the node's kubelet"
+            }
             Write::CsiNodeIndistinct => {
                 "`csinodes/status`: two conditions of one driver the kubelet cannot tell apart, by the node's kubelet"
             }
             Write::CsiNodeOtherNode => "`csinodes/status`: by another node's kubelet",
             Write::CsiNodeDriverChange => {
                 "`csinodes`: a driver registered by the node's kubelet while `storageHealth` is stored"
+            }
+            Write::CsiNodeKeepStored => {
+                "`csinodes/status`: a stored `storageHealth` changed, by the node's kubelet"
             }
             Write::CsiNodeStaleEntry => {
                 "`csinodes/status`: an entry kept for a driver no longer registered, by the node's kubelet"
@@ -128,6 +190,8 @@ enum Outcome {
     Stored,
     /// Allowed, the gated field not stored.
     Dropped,
+    /// Allowed: a write that is not about a gated field.
+    Accepted,
     /// A SubjectAccessReview's answer: allowed, or not (with no authorizer allowing it, or
     /// denied by one).
     Review(&'static str),
@@ -140,6 +204,7 @@ impl Outcome {
         match self {
             Outcome::Stored => "stored".into(),
             Outcome::Dropped => "dropped".into(),
+            Outcome::Accepted => "accepted".into(),
             Outcome::Review(answer) => (*answer).into(),
             Outcome::Denied(code, by, _) => format!("{code} {by}"),
         }
@@ -148,7 +213,9 @@ impl Outcome {
     /// Who refused a write, from the apiserver's `metav1.Status`.
     fn denied(status: &kube::core::Status) -> Self {
         let message = status.message.as_str();
-        let by = if message.contains("admission webhook \"") {
+        let by = if message.contains("failed calling webhook") {
+            "webhook down"
+        } else if message.contains("admission webhook \"") {
             "webhook"
         } else if status.code == 422 {
             "in-tree validation"
@@ -168,11 +235,13 @@ impl Outcome {
     }
 }
 
-/// The gates of one column.
+/// The gates of one column, or every admission replica down (`webhook` is then the gate
+/// it had while up).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct Gates {
     in_tree: bool,
     webhook: bool,
+    down: bool,
 }
 
 impl Gates {
@@ -180,13 +249,23 @@ impl Gates {
         format!(
             "{}-{}",
             if self.in_tree { "on" } else { "off" },
-            if self.webhook { "on" } else { "off" }
+            if self.down {
+                "down"
+            } else if self.webhook {
+                "on"
+            } else {
+                "off"
+            }
         )
     }
 
     fn header(self) -> String {
         let on = |b: bool| if b { "on" } else { "off" };
-        format!("in-tree {}, webhook {}", on(self.in_tree), on(self.webhook))
+        if self.down {
+            format!("in-tree {}, every replica down", on(self.in_tree))
+        } else {
+            format!("in-tree {}, webhook {}", on(self.in_tree), on(self.webhook))
+        }
     }
 }
 
@@ -283,6 +362,22 @@ fn has_status_field(object: &impl serde::Serialize, field: &str) -> bool {
         Value::Array(items) => !items.is_empty(),
         _ => true,
     }
+}
+
+/// The outcome of a write that is not about a gated field.
+fn accepted<K>(result: kube::Result<K>) -> Outcome {
+    match result {
+        Ok(_) => Outcome::Accepted,
+        Err(kube::Error::Api(status)) => Outcome::denied(&status),
+        Err(err) => panic!("the write failed: {err}"),
+    }
+}
+
+/// A pod status patch with the container `app` in `state` (`{"running": ...}`), as the
+/// kubelet writes it; it does not name `volumeHealth`.
+fn container_state(state: Value) -> Value {
+    json!({"status": {"containerStatuses": [{"name": "app", "image": "registry.example/app:1",
+        "imageID": "", "ready": false, "restartCount": 0, "state": state}]}})
 }
 
 /// The outcome of a write answered with `result`, the gated field being `field`.
@@ -458,10 +553,45 @@ impl Column {
                         "volumeHealth",
                     )
                 }
-                Write::ClaimMonitor | Write::ClaimOtherWriter | Write::ClaimKubelet => {
+                Write::PodUnchanged => outcome(
+                    pods(&self.kubelet)
+                        .patch_status("stored", &params, &Patch::Strategic(volume_health("after")))
+                        .await,
+                    "volumeHealth",
+                ),
+                Write::PodRunning | Write::PodTerminated => {
+                    let started = "2026-01-01T00:00:00Z";
+                    let state = if write == Write::PodRunning {
+                        json!({"running": {"startedAt": started}})
+                    } else {
+                        json!({"terminated": {"exitCode": 0, "reason": "Completed",
+                            "startedAt": started, "finishedAt": "2026-01-01T00:01:00Z"}})
+                    };
+                    accepted(
+                        pods(&self.kubelet)
+                            .patch_status(
+                                "stored",
+                                &params,
+                                &Patch::Strategic(container_state(state)),
+                            )
+                            .await,
+                    )
+                }
+                Write::PodDelete => {
+                    let delete = kube::api::DeleteParams {
+                        grace_period_seconds: Some(0),
+                        ..Default::default()
+                    };
+                    accepted(pods(&self.kubelet).delete("stored", &delete).await)
+                }
+                Write::ClaimMonitor
+                | Write::ClaimMonitorChange
+                | Write::ClaimOtherWriter
+                | Write::ClaimKubelet => {
                     // Each a change: the writer list and NodeRestriction restrict changes.
                     let (client, reason) = match write {
                         Write::ClaimMonitor => (&self.monitor, "VolumeNotFound"),
+                        Write::ClaimMonitorChange => (&self.monitor, "VolumeDegraded"),
                         Write::ClaimOtherWriter => (&self.other_writer, "VolumeMissing"),
                         _ => (&self.kubelet, "VolumeGone"),
                     };
@@ -479,6 +609,16 @@ impl Column {
                     "healthStatus",
                 ),
                 Write::CsiNodeValid => outcome(
+                    nodes(&self.kubelet)
+                        .patch_status(
+                            &self.node,
+                            &params,
+                            &Patch::Merge(storage_health(json!([degraded()]))),
+                        )
+                        .await,
+                    "storageHealth",
+                ),
+                Write::CsiNodeUnchanged => outcome(
                     nodes(&self.kubelet)
                         .patch_status(
                             &self.node,
@@ -519,6 +659,21 @@ impl Column {
                         .patch(&self.other_node, &params, &Patch::Merge(patch))
                         .await;
                     outcome(result, "storageHealth")
+                }
+                Write::CsiNodeKeepStored => {
+                    // The other node's storageHealth, stored past the API by
+                    // CsiNodeDriverChange, changed by its own kubelet.
+                    let changed = json!([{"status": "StorageUnreachable", "reason": "PoolGone"}]);
+                    outcome(
+                        nodes(&self.other_kubelet)
+                            .patch_status(
+                                &self.other_node,
+                                &params,
+                                &Patch::Merge(storage_health(changed)),
+                            )
+                            .await,
+                        "storageHealth",
+                    )
                 }
                 Write::CsiNodeStaleEntry => {
                     // The kubelet never removes a driver's entry when the driver unregisters.
@@ -621,21 +776,64 @@ fn indistinct() -> Value {
         {"status": "StorageDegraded", "reason": "PoolFull", "message": "two"}]))
 }
 
-/// The measured table, as markdown.
-fn table(measured: &BTreeMap<(Write, Gates), Outcome>, columns: &[Gates]) -> String {
+/// Makes every write of a new column with `gates`, recording each answer and, with
+/// `calls`, how many reviews the admission server received for it.
+async fn measure(
+    plane: &ControlPlane,
+    gates: Gates,
+    mut calls: Option<&mut BTreeMap<Write, u64>>,
+    measured: &mut BTreeMap<(Write, Gates), Outcome>,
+) {
+    let column = Column::new(plane, &gates.tag()).await;
+    for write in Write::ALL {
+        let before = match calls {
+            Some(_) => reviews(plane).await,
+            None => 0.0,
+        };
+        let answer = column.write(plane, write).await;
+        if let Some(calls) = calls.as_deref_mut() {
+            // Counts are whole numbers of reviews.
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            calls.insert(write, (reviews(plane).await - before) as u64);
+        }
+        let detail = match &answer {
+            Outcome::Denied(.., message) => message.as_str(),
+            _ => "",
+        };
+        eprintln!("{} {write:?}: {} {detail}", gates.header(), answer.cell());
+        measured.insert((write, gates), answer);
+    }
+}
+
+/// The reviews the admission server has received, on every endpoint.
+async fn reviews(plane: &ControlPlane) -> f64 {
+    plane
+        .admission
+        .metric("volume_health_webhook_requests_total", &[])
+        .await
+        .unwrap()
+}
+
+/// The measured table, as markdown: a column per gate setting, then the reviews sent with
+/// both gates on.
+fn table(
+    measured: &BTreeMap<(Write, Gates), Outcome>,
+    columns: &[Gates],
+    calls: &BTreeMap<Write, u64>,
+) -> String {
     let mut out = String::from("| write |");
     for gates in columns {
         write!(out, " {} |", gates.header()).unwrap();
     }
-    out.push_str("\n|---|");
-    out.push_str(&"---|".repeat(columns.len()));
+    out.push_str(" reviews sent (both gates on) |\n|---|");
+    out.push_str(&"---|".repeat(columns.len() + 1));
     out.push('\n');
     for write in Write::ALL {
         write!(out, "| {} |", write.describe()).unwrap();
         for gates in columns {
             write!(out, " {} |", measured[&(write, *gates)].cell()).unwrap();
         }
-        out.push('\n');
+        writeln!(out, " {} |", calls[&write]).unwrap();
     }
     out
 }
@@ -652,7 +850,9 @@ async fn shipped_configuration_answers_on_a_real_control_plane() {
 async fn shipped() {
     let started = Instant::now();
     let mut measured = BTreeMap::new();
+    let mut calls = BTreeMap::new();
     let mut columns = Vec::new();
+    let mut down_columns = Vec::new();
     let mut enforcement = Vec::new();
     for in_tree in [true, false] {
         let env = webhook_env("deny");
@@ -665,18 +865,15 @@ async fn shipped() {
             plane.cluster.dir().display()
         );
         for webhook in [true, false] {
-            let gates = Gates { in_tree, webhook };
+            let gates = Gates {
+                in_tree,
+                webhook,
+                down: false,
+            };
             set_webhook(&mut plane, webhook, "deny").await;
-            let column = Column::new(&plane, &gates.tag()).await;
-            for write in Write::ALL {
-                let answer = column.write(&plane, write).await;
-                let detail = match &answer {
-                    Outcome::Denied(.., message) => message.as_str(),
-                    _ => "",
-                };
-                eprintln!("{} {write:?}: {} {detail}", gates.header(), answer.cell());
-                measured.insert((write, gates), answer);
-            }
+            // With both gates on, count the reviews the apiserver sends for each write.
+            let count = in_tree && webhook;
+            measure(&plane, gates, count.then_some(&mut calls), &mut measured).await;
             columns.push(gates);
         }
         if in_tree {
@@ -692,10 +889,22 @@ async fn shipped() {
                 );
                 enforcement.push((action, code, warnings, after - before));
             }
+            // The outage drill: the shipped configurations, every admission replica stopped
+            // (the apiserver finds nothing listening), the same writes.
+            set_webhook(&mut plane, true, "deny").await;
+            plane.admission.stop();
+            let gates = Gates {
+                in_tree,
+                webhook: true,
+                down: true,
+            };
+            measure(&plane, gates, None, &mut measured).await;
+            down_columns.push(gates);
         }
     }
+    columns.extend(down_columns);
 
-    let measured_table = table(&measured, &columns);
+    let measured_table = table(&measured, &columns, &calls);
     eprintln!("{measured_table}");
     for (action, code, warnings, violations) in &enforcement {
         assert_eq!(*code, 200, "{action}: the write is allowed");
@@ -707,6 +916,19 @@ async fn shipped() {
             ),
             _ => assert!(warnings.is_empty(), "dryrun: no warning: {warnings:?}"),
         }
+    }
+    // No kubelet, and not the listed health monitor, ever waits on a replica.
+    for ((write, gates), answer) in &measured {
+        if gates.down && (write.by_kubelet() || *write == Write::ClaimMonitorChange) {
+            assert!(
+                !matches!(answer, Outcome::Denied(_, "webhook down", _)),
+                "{write:?} was refused while every replica was down: {answer:?}"
+            );
+        }
+    }
+    // Steady-state writes never reach the webhooks.
+    for write in Write::ALL.into_iter().filter(|w| w.steady_state()) {
+        assert_eq!(calls[&write], 0, "{write:?} was sent to the webhooks");
     }
     let doc_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(DOC);
     let doc = std::fs::read_to_string(&doc_path).unwrap_or_default();

@@ -64,3 +64,17 @@ namespaceSelector:
       operator: NotIn
       values: [{{ .Release.Namespace | quote }}]
 {{- end }}
+
+{{/* The writer list as CEL string literals: single-quoted, backslash and quote escaped. A
+blank entry, a comma (the server's separator) or a control character would silently mean
+another list, or break the YAML: refused at render time. */}}
+{{- define "volume-health.celStrings" -}}
+{{- $quoted := list }}
+{{- range . }}
+{{- if or (not (kindIs "string" .)) (eq (trim (toString .)) "") (regexMatch "[[:cntrl:],]" (toString .)) }}
+{{- fail (printf "pvcHealthWriters: %q is not a username (blank entries, commas and control characters are refused)" (toString .)) }}
+{{- end }}
+{{- $quoted = append $quoted (printf "'%s'" (. | replace "\\" "\\\\" | replace "'" "\\'")) }}
+{{- end }}
+{{- join ", " $quoted }}
+{{- end }}

@@ -25,7 +25,7 @@ pub use api::{ADMIN, Api, User};
 pub use controller_manager::{ControllerManager, POLICY_STATUS_CONTROLLER};
 pub use pki::{KeyPairFiles, Pki};
 pub use plane::{ControlPlane, bound_pod, create_namespace, volume_health};
-pub use shipped::manifests_dir;
+pub use shipped::{WRITERS_ENV, manifests_dir, shipped_writer_list};
 pub use webhooks::{Role, WebhookServer};
 
 /// A cold kube-apiserver on a loaded 2-core machine needs some 20 s to be ready.

@@ -10,7 +10,8 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 use super::{
-    Cluster, ClusterOptions, Identity, Role, WebhookServer, bin_dir, free_port, webhook_binary,
+    Cluster, ClusterOptions, Identity, Role, WebhookServer, bin_dir, free_port, shipped,
+    webhook_binary,
 };
 
 /// The apiserver, the admission webhooks and the authorizer.
@@ -26,8 +27,16 @@ pub struct ControlPlane {
 impl ControlPlane {
     /// Starts everything with the in-tree `CSIVolumeHealth` gate as given and the webhook's on,
     /// `env` added to the admission server's environment, and waits until the apiserver calls
-    /// the webhooks.
+    /// the webhooks. A writer list in `env` must be the one its component ships, whose
+    /// validating entry is then installed too, as the component installs both.
     pub async fn start(in_tree_gate: bool, env: &[(&str, &str)]) -> Result<Self> {
+        let writers = env.iter().find(|(name, _)| *name == shipped::WRITERS_ENV);
+        if let Some((_, list)) = writers {
+            let shipped = shipped::shipped_writer_list()?;
+            if *list != shipped {
+                bail!("the writer list {list:?} is not the component's {shipped:?}");
+            }
+        }
         let authorizer_port = free_port()?;
         let options = ClusterOptions {
             in_tree_gate,
@@ -45,7 +54,7 @@ impl ControlPlane {
         plane.set_webhook(true, env).await?;
         plane
             .admission
-            .install_configurations(&plane.cluster)
+            .install_configurations(&plane.cluster, writers.is_some())
             .await?;
         plane.wait_admission().await?;
         Ok(plane)
@@ -76,7 +85,12 @@ impl ControlPlane {
         let give_up = Instant::now() + Duration::from_secs(30);
         for round in 0.. {
             let before = self.admission_reviews().await?;
-            let patch = volume_health(&format!("probe {round}"));
+            // Only a first report is sent (to drop on save): set and clear it in turn.
+            let patch = if round % 2 == 0 {
+                volume_health(&format!("probe {round}"))
+            } else {
+                json!({"status": {"volumeHealth": null}})
+            };
             let _ = pods
                 .patch_status("probe", &PatchParams::default(), &Patch::Strategic(patch))
                 .await;

@@ -67,12 +67,43 @@ pub(crate) fn container(relative: &str) -> Result<Container> {
     })
 }
 
+/// The writer list's component: the list the server is given and the validating entry it adds.
+const WRITERS_COMPONENT: &str = "components/pvc-health-writers";
+
+/// The environment variable that carries the server's writer list.
+pub const WRITERS_ENV: &str = "VOLUME_HEALTH_PVC_HEALTH_WRITERS";
+
+/// The writer list as the component ships it: the server's variable's value.
+pub fn shipped_writer_list() -> Result<String> {
+    let deployment = manifest(&format!("{WRITERS_COMPONENT}/deployment.yaml"))?;
+    deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|e| e["name"] == WRITERS_ENV)
+        .and_then(|e| e["value"].as_str())
+        .map(str::to_owned)
+        .with_context(|| format!("{WRITERS_COMPONENT}/deployment.yaml: no {WRITERS_ENV}"))
+}
+
+/// The validating entry the writer list's component adds (its JSON patch's value).
+fn writer_list_entry() -> Result<Value> {
+    let patch = manifest(&format!("{WRITERS_COMPONENT}/webhook.yaml"))?;
+    patch
+        .as_array()
+        .and_then(|ops| ops.iter().find(|op| op["op"] == "add"))
+        .map(|op| op["value"].clone())
+        .with_context(|| format!("{WRITERS_COMPONENT}/webhook.yaml: no entry added"))
+}
+
 /// The shipped webhook configurations (mutating, then validating) with each webhook's
-/// `clientConfig` pointed at `addr` (its path kept) and trusting `ca_pem`. Answers each
-/// object with its resource's plural.
+/// `clientConfig` pointed at `addr` (its path kept) and trusting `ca_pem`; with
+/// `writer_list`, the validating one has the writer list's entry added, as its component
+/// adds it. Answers each object with its resource's plural.
 pub(crate) fn webhook_configurations(
     addr: SocketAddr,
     ca_pem: &str,
+    writer_list: bool,
 ) -> Result<Vec<(&'static str, Value)>> {
     let mut out = Vec::new();
     for (file, plural) in [
@@ -89,6 +120,9 @@ pub(crate) fn webhook_configurations(
         let webhooks = configuration["webhooks"]
             .as_array_mut()
             .with_context(|| format!("{file}: no webhooks"))?;
+        if writer_list && plural == "validatingwebhookconfigurations" {
+            webhooks.push(writer_list_entry()?);
+        }
         for webhook in webhooks {
             let path = webhook["clientConfig"]["service"]["path"]
                 .as_str()

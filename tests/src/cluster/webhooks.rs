@@ -160,10 +160,11 @@ impl WebhookServer {
             .sum())
     }
 
-    /// Creates the shipped webhook configurations, pointed at this server, in `cluster`.
-    pub async fn install_configurations(&self, cluster: &Cluster) -> Result<()> {
+    /// Creates the shipped webhook configurations, pointed at this server, in `cluster`; with
+    /// `writer_list`, the writer list's entry too.
+    pub async fn install_configurations(&self, cluster: &Cluster, writer_list: bool) -> Result<()> {
         for (plural, configuration) in
-            shipped::webhook_configurations(self.secure, cluster.pki().ca_pem())?
+            shipped::webhook_configurations(self.secure, cluster.pki().ca_pem(), writer_list)?
         {
             let path = format!("/apis/admissionregistration.k8s.io/v1/{plural}");
             let (code, body) = cluster

@@ -126,7 +126,39 @@ fn optional_components_fit_every_overlay() {
         );
         assert!(strings_at(policy, "/spec/policyTypes").contains(&"Egress".to_owned()));
         assert!(array_at(policy, "/spec/egress").is_empty());
+
+        // The writer list's entry is trusted as the others are (the provided-certs overlays
+        // copied their CA before the component added it) and calls the same endpoint.
+        let validating = find("ValidatingWebhookConfiguration");
+        let webhooks = array_at(validating, "/webhooks");
+        let writers = webhooks
+            .iter()
+            .find(|w| w["name"] == "pvc-writers.validate.volume-health.github.io")
+            .expect("the writer list's entry");
+        assert_eq!(
+            writers["clientConfig"], webhooks[0]["clientConfig"],
+            "{overlay}: the writer list's entry is trusted and addressed as the first one"
+        );
+        let env = &container_env(find("Deployment"));
+        assert!(
+            env.iter()
+                .any(|(name, _)| name == "VOLUME_HEALTH_PVC_HEALTH_WRITERS"),
+            "{overlay}: the server gets the writer list"
+        );
     }
+}
+
+/// The webhook container's environment, as (name, value) pairs.
+fn container_env(deployment: &Value) -> Vec<(String, String)> {
+    array_at(deployment, "/spec/template/spec/containers/0/env")
+        .iter()
+        .map(|e| {
+            (
+                str_at(e, "/name").to_owned(),
+                e["value"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
 }
 
 /// The Prometheus Operator loads a ServiceMonitor or PrometheusRule only when its selectors

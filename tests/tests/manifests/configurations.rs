@@ -12,14 +12,11 @@ pub(crate) const GATED: &[(&str, &str, &str)] = &[
     ("storage.k8s.io", "csinodes", "status"),
 ];
 
-/// The writes with a validating rule: the gated fields are validated on `status` writes only,
-/// and the name rule covers a node's CSINode itself. A claim's own writes have none.
-const VALIDATED: &[(&str, &str, &str)] = &[
-    ("", "pods", "status"),
-    ("", "persistentvolumeclaims", "status"),
-    ("storage.k8s.io", "csinodes", ""),
-    ("storage.k8s.io", "csinodes", "status"),
-];
+/// The writes the base's validating entries cover: only `csinodes/status`, where the
+/// project's own rule on storage conditions can differ from in-tree's. Pods and claims have
+/// no entry of their own in the base (in-tree answers every rule of theirs); the writer list
+/// adds one for `persistentvolumeclaims/status` (components/pvc-health-writers).
+const VALIDATED: &[(&str, &str, &str)] = &[("storage.k8s.io", "csinodes", "status")];
 
 fn probe_request(
     group: &'static str,
@@ -121,6 +118,29 @@ fn webhook_configurations_follow_the_apiserver_contract() {
                     );
                 }
             }
+        }
+    }
+}
+
+#[test]
+fn only_the_writer_list_fails_closed() {
+    // A refused kubelet status write is retried for ever (and a pod's carries its container
+    // states), so every entry a kubelet's write can reach fails open; only the rule about
+    // who may write a claim's health fails closed, and kubelets never reach it.
+    let writers = writers_entry();
+    let all = rendered()
+        .iter()
+        .flat_map(|r| configurations(r).map(|(_, c)| c))
+        .chain([&writers]);
+    for configuration in all {
+        for webhook in array_at(configuration, "/webhooks") {
+            let name = str_at(webhook, "/name");
+            let want = if name == "pvc-writers.validate.volume-health.github.io" {
+                "Fail"
+            } else {
+                "Ignore"
+            };
+            assert_eq!(webhook["failurePolicy"], want, "{name}");
         }
     }
 }

@@ -165,26 +165,27 @@ struct AdmissionCase {
 
 #[rustfmt::skip]
 fn admission_cases() -> Vec<AdmissionCase> {
-    use Expect::{Fail, Ignore, Skip};
+    use Expect::{Ignore, Skip};
     let case = |what, request, mutate, validate| AdmissionCase { what, request, mutate, validate };
     vec![
-        // Pods: the kubelet's status updates are the most frequent writes in a cluster.
+        // Pods: the kubelet's status updates are the most frequent writes in a cluster. In-tree
+        // answers every rule of volumeHealth; only drop on save (a first report) is sent.
         case("kubelet updates pod status, no volume health on either side",
              write(POD_STATUS, "apps", "UPDATE", KUBELET, Some(pod(None)), Some(pod(None))), Skip, Skip),
         case("kubelet adds volume health to a pod",
-             write(POD_STATUS, "apps", "UPDATE", KUBELET, Some(pod(None)), Some(pod(Some(&["SlowIO"])))), Fail, Fail),
+             write(POD_STATUS, "apps", "UPDATE", KUBELET, Some(pod(None)), Some(pod(Some(&["SlowIO"])))), Ignore, Skip),
         case("kubelet changes a pod's volume health (in use: nothing to drop)",
-             write(POD_STATUS, "apps", "UPDATE", KUBELET, Some(pod(Some(&["SlowIO"]))), Some(pod(Some(&["Unreachable"])))), Skip, Fail),
+             write(POD_STATUS, "apps", "UPDATE", KUBELET, Some(pod(Some(&["SlowIO"]))), Some(pod(Some(&["Unreachable"])))), Skip, Skip),
         case("kubelet removes a pod's volume health",
-             write(POD_STATUS, "apps", "UPDATE", KUBELET, Some(pod(Some(&["SlowIO"]))), Some(pod(None))), Skip, Fail),
-        case("kubelet updates other status of a pod with volume health",
-             write(POD_STATUS, "apps", "UPDATE", KUBELET, Some(pod(Some(&["SlowIO"]))), Some(pod(Some(&["SlowIO"])))), Skip, Fail),
-        case("another node writes volume health into a pod not bound to it",
-             write(POD_STATUS, "apps", "UPDATE", OTHER_KUBELET, Some(pod(None)), Some(pod(Some(&["SlowIO"])))), Fail, Fail),
+             write(POD_STATUS, "apps", "UPDATE", KUBELET, Some(pod(Some(&["SlowIO"]))), Some(pod(None))), Skip, Skip),
+        case("kubelet updates container states of a pod with volume health (report unchanged)",
+             write(POD_STATUS, "apps", "UPDATE", KUBELET, Some(pod(Some(&["SlowIO"]))), Some(pod(Some(&["SlowIO"])))), Skip, Skip),
+        case("another node writes volume health into a pod not bound to it (NodeRestriction's job)",
+             write(POD_STATUS, "apps", "UPDATE", OTHER_KUBELET, Some(pod(None)), Some(pod(Some(&["SlowIO"])))), Ignore, Skip),
         case("another node updates a pod's status without volume health (NodeRestriction's job)",
              write(POD_STATUS, "apps", "UPDATE", OTHER_KUBELET, Some(pod(None)), Some(pod(None))), Skip, Skip),
         case("an empty old volumeHealth list is not in use",
-             write(POD_STATUS, "apps", "UPDATE", KUBELET, Some(pod(Some(&[]))), Some(pod(Some(&["SlowIO"])))), Fail, Fail),
+             write(POD_STATUS, "apps", "UPDATE", KUBELET, Some(pod(Some(&[]))), Some(pod(Some(&["SlowIO"])))), Ignore, Skip),
         case("a controller updates pod status without volume health",
              write(POD_STATUS, "apps", "UPDATE", ADMIN, Some(pod(None)), Some(pod(None))), Skip, Skip),
         case("volume health in the webhooks' own namespace is never sent",
@@ -192,27 +193,25 @@ fn admission_cases() -> Vec<AdmissionCase> {
         case("creating a pod (the apiserver resets its status)",
              write(POD, "apps", "CREATE", ADMIN, None, Some(pod(Some(&["SlowIO"])))), Skip, Skip),
 
-        // PVCs.
+        // PVCs: without a writer list (components/pvc-health-writers), only drop on save.
         case("the resizer updates PVC status without health status",
              write(PVC_STATUS, "apps", "UPDATE", RESIZER, Some(pvc(None)), Some(pvc(None))), Skip, Skip),
         case("the health monitor adds health status",
-             write(PVC_STATUS, "apps", "UPDATE", HEALTH_MONITOR, Some(pvc(None)), Some(pvc(Some(&["SlowIO"])))), Fail, Fail),
+             write(PVC_STATUS, "apps", "UPDATE", HEALTH_MONITOR, Some(pvc(None)), Some(pvc(Some(&["SlowIO"])))), Ignore, Skip),
         case("the health monitor changes health status (in use: nothing to drop)",
-             write(PVC_STATUS, "apps", "UPDATE", HEALTH_MONITOR, Some(pvc(Some(&["SlowIO"]))), Some(pvc(Some(&["Unreachable"])))), Skip, Fail),
+             write(PVC_STATUS, "apps", "UPDATE", HEALTH_MONITOR, Some(pvc(Some(&["SlowIO"]))), Some(pvc(Some(&["Unreachable"])))), Skip, Skip),
         case("the health monitor removes health status",
-             write(PVC_STATUS, "apps", "UPDATE", HEALTH_MONITOR, Some(pvc(Some(&["SlowIO"]))), Some(pvc(None))), Skip, Fail),
+             write(PVC_STATUS, "apps", "UPDATE", HEALTH_MONITOR, Some(pvc(Some(&["SlowIO"]))), Some(pvc(None))), Skip, Skip),
         case("an empty healthStatus object counts as set",
-             write(PVC_STATUS, "apps", "UPDATE", HEALTH_MONITOR, Some(pvc(None)), Some(pvc(Some(&[])))), Fail, Fail),
+             write(PVC_STATUS, "apps", "UPDATE", HEALTH_MONITOR, Some(pvc(None)), Some(pvc(Some(&[])))), Ignore, Skip),
         case("an empty old healthStatus object is in use",
-             write(PVC_STATUS, "apps", "UPDATE", HEALTH_MONITOR, Some(pvc(Some(&[]))), Some(pvc(Some(&["SlowIO"])))), Skip, Fail),
-        case("a node writes health status (the node rule applies)",
-             write(PVC_STATUS, "apps", "UPDATE", KUBELET, Some(pvc(None)), Some(pvc(Some(&["SlowIO"])))), Fail, Fail),
-        case("a node removes health status (the node rule applies)",
-             write(PVC_STATUS, "apps", "UPDATE", KUBELET, Some(pvc(Some(&["SlowIO"]))), Some(pvc(None))), Skip, Fail),
+             write(PVC_STATUS, "apps", "UPDATE", HEALTH_MONITOR, Some(pvc(Some(&[]))), Some(pvc(Some(&["SlowIO"])))), Skip, Skip),
+        case("a node writes health status (NodeRestriction refuses it first)",
+             write(PVC_STATUS, "apps", "UPDATE", KUBELET, Some(pvc(None)), Some(pvc(Some(&["SlowIO"])))), Ignore, Skip),
         case("a node updates PVC status without health status",
              write(PVC_STATUS, "apps", "UPDATE", KUBELET, Some(pvc(None)), Some(pvc(None))), Skip, Skip),
         case("creating a PVC with health status (dropped while gated; the apiserver resets status)",
-             write(PVC, "apps", "CREATE", ADMIN, None, Some(pvc(Some(&["SlowIO"])))), Fail, Skip),
+             write(PVC, "apps", "CREATE", ADMIN, None, Some(pvc(Some(&["SlowIO"])))), Ignore, Skip),
         case("creating a PVC without health status (no old object)",
              write(PVC, "apps", "CREATE", ADMIN, None, Some(pvc(None))), Skip, Skip),
         case("resizing a PVC that has health status (the stored status is kept: no rule applies)",
@@ -222,29 +221,32 @@ fn admission_cases() -> Vec<AdmissionCase> {
         case("deleting a PVC",
              write(PVC, "apps", "DELETE", ADMIN, Some(pvc(Some(&["SlowIO"]))), None), Skip, Skip),
 
-        // CSINodes: cluster-scoped; every node write is validated.
+        // CSINodes: cluster-scoped. Only a change of storageHealth can meet the project's
+        // own rule; the name rules are NodeRestriction's and the Node authorizer's.
         case("kubelet creates its CSINode (no status at all, no old object)",
-             write(CSINODE, "", "CREATE", KUBELET, None, Some(csinode("node-1", None))), Skip, Ignore),
+             write(CSINODE, "", "CREATE", KUBELET, None, Some(csinode("node-1", None))), Skip, Skip),
         case("kubelet registers a driver in its CSINode",
-             write(CSINODE, "", "UPDATE", KUBELET, Some(csinode("node-1", None)), Some(csinode("node-1", None))), Skip, Ignore),
-        case("kubelet writes another node's CSINode",
-             write(CSINODE, "", "UPDATE", KUBELET, Some(csinode("node-2", None)), Some(csinode("node-2", None))), Skip, Ignore),
+             write(CSINODE, "", "UPDATE", KUBELET, Some(csinode("node-1", None)), Some(csinode("node-1", None))), Skip, Skip),
+        case("kubelet writes another node's CSINode (NodeRestriction's job)",
+             write(CSINODE, "", "UPDATE", KUBELET, Some(csinode("node-2", None)), Some(csinode("node-2", None))), Skip, Skip),
         case("kubelet writes csinodes/status without storage health",
-             write(CSINODE_STATUS, "", "UPDATE", KUBELET, Some(csinode("node-1", None)), Some(csinode("node-1", Some(&[])))), Skip, Ignore),
+             write(CSINODE_STATUS, "", "UPDATE", KUBELET, Some(csinode("node-1", None)), Some(csinode("node-1", Some(&[])))), Skip, Skip),
         case("kubelet adds storage health",
-             write(CSINODE_STATUS, "", "UPDATE", KUBELET, Some(csinode("node-1", None)), Some(csinode("node-1", Some(&["Flaky"])))), Fail, Fail),
+             write(CSINODE_STATUS, "", "UPDATE", KUBELET, Some(csinode("node-1", None)), Some(csinode("node-1", Some(&["Flaky"])))), Ignore, Ignore),
         case("kubelet changes storage health (in use: nothing to drop)",
-             write(CSINODE_STATUS, "", "UPDATE", KUBELET, Some(csinode("node-1", Some(&["Flaky"]))), Some(csinode("node-1", Some(&["Down"])))), Skip, Fail),
+             write(CSINODE_STATUS, "", "UPDATE", KUBELET, Some(csinode("node-1", Some(&["Flaky"]))), Some(csinode("node-1", Some(&["Down"])))), Skip, Ignore),
+        case("kubelet rewrites an unchanged storage health report",
+             write(CSINODE_STATUS, "", "UPDATE", KUBELET, Some(csinode("node-1", Some(&["Flaky"]))), Some(csinode("node-1", Some(&["Flaky"])))), Skip, Skip),
         case("kubelet removes storage health",
-             write(CSINODE_STATUS, "", "UPDATE", KUBELET, Some(csinode("node-1", Some(&["Flaky"]))), Some(csinode("node-1", None))), Skip, Fail),
-        case("kubelet creates its CSINode with storage health (the name rule, failing open)",
-             write(CSINODE, "", "CREATE", KUBELET, None, Some(csinode("node-1", Some(&["Flaky"])))), Fail, Ignore),
+             write(CSINODE_STATUS, "", "UPDATE", KUBELET, Some(csinode("node-1", Some(&["Flaky"]))), Some(csinode("node-1", None))), Skip, Ignore),
+        case("kubelet creates its CSINode with storage health (dropped while gated)",
+             write(CSINODE, "", "CREATE", KUBELET, None, Some(csinode("node-1", Some(&["Flaky"])))), Ignore, Skip),
         case("kubelet unregisters a driver whose storage health stays",
-             write(CSINODE, "", "UPDATE", KUBELET, Some(csinode("node-1", Some(&["Flaky"]))), Some(csinode("node-1", Some(&["Flaky"])))), Skip, Ignore),
+             write(CSINODE, "", "UPDATE", KUBELET, Some(csinode("node-1", Some(&["Flaky"]))), Some(csinode("node-1", Some(&["Flaky"])))), Skip, Skip),
         case("an admin updates a CSINode that has storage health",
              write(CSINODE, "", "UPDATE", ADMIN, Some(csinode("node-1", Some(&["Flaky"]))), Some(csinode("node-1", Some(&["Flaky"])))), Skip, Skip),
         case("an admin adds storage health",
-             write(CSINODE_STATUS, "", "UPDATE", ADMIN, Some(csinode("node-1", None)), Some(csinode("node-1", Some(&["Flaky"])))), Fail, Fail),
+             write(CSINODE_STATUS, "", "UPDATE", ADMIN, Some(csinode("node-1", None)), Some(csinode("node-1", Some(&["Flaky"])))), Ignore, Ignore),
         case("an admin updates a CSINode without storage health",
              write(CSINODE, "", "UPDATE", ADMIN, Some(csinode("node-1", None)), Some(csinode("node-1", None))), Skip, Skip),
         case("a user named like a node but outside system:nodes is not a node",
@@ -254,6 +256,123 @@ fn admission_cases() -> Vec<AdmissionCase> {
         case("kubelet deletes its CSINode",
              write(CSINODE, "", "DELETE", KUBELET, Some(csinode("node-1", Some(&["Flaky"]))), None), Skip, Skip),
     ]
+}
+
+/// The writer list's component: the one validating entry it adds, for claims' status.
+const WRITERS_COMPONENT: &str = "components/pvc-health-writers";
+
+/// What the writer list's entry gets: changes of healthStatus by anyone outside the list.
+#[rustfmt::skip]
+fn writer_cases() -> Vec<(&'static str, AdmissionRequest, Expect)> {
+    use Expect::{Fail, Skip};
+    vec![
+        ("the listed health monitor adds health status (never sent)",
+         write(PVC_STATUS, "apps", "UPDATE", HEALTH_MONITOR, Some(pvc(None)), Some(pvc(Some(&["SlowIO"])))), Skip),
+        ("the listed health monitor changes health status (never sent)",
+         write(PVC_STATUS, "apps", "UPDATE", HEALTH_MONITOR, Some(pvc(Some(&["SlowIO"]))), Some(pvc(Some(&["Unreachable"])))), Skip),
+        ("a user outside the list adds health status",
+         write(PVC_STATUS, "apps", "UPDATE", ADMIN, Some(pvc(None)), Some(pvc(Some(&["SlowIO"])))), Fail),
+        ("a user outside the list changes health status",
+         write(PVC_STATUS, "apps", "UPDATE", ADMIN, Some(pvc(Some(&["SlowIO"]))), Some(pvc(Some(&["Unreachable"])))), Fail),
+        ("a user outside the list removes health status",
+         write(PVC_STATUS, "apps", "UPDATE", ADMIN, Some(pvc(Some(&["SlowIO"]))), Some(pvc(None))), Fail),
+        ("a user outside the list sets an empty healthStatus",
+         write(PVC_STATUS, "apps", "UPDATE", ADMIN, Some(pvc(None)), Some(pvc(Some(&[])))), Fail),
+        ("the resizer writes status, health status unchanged",
+         write(PVC_STATUS, "apps", "UPDATE", RESIZER, Some(pvc(Some(&["SlowIO"]))), Some(pvc(Some(&["SlowIO"])))), Skip),
+        ("the resizer writes status without health status",
+         write(PVC_STATUS, "apps", "UPDATE", RESIZER, Some(pvc(None)), Some(pvc(None))), Skip),
+        ("a node adds health status (NodeRestriction refuses it before any webhook)",
+         write(PVC_STATUS, "apps", "UPDATE", KUBELET, Some(pvc(None)), Some(pvc(Some(&["SlowIO"])))), Fail),
+        ("a user without a name adds health status",
+         write(PVC_STATUS, "apps", "UPDATE", ("", &[]), Some(pvc(None)), Some(pvc(Some(&["SlowIO"])))), Fail),
+        ("health status in the webhooks' own namespace is never sent",
+         write(PVC_STATUS, "volume-health", "UPDATE", ADMIN, Some(pvc(None)), Some(pvc(Some(&["SlowIO"])))), Skip),
+        ("resizing a claim (the main resource: the stored status is kept)",
+         write(PVC, "apps", "UPDATE", ADMIN, Some(pvc(None)), Some(pvc(None))), Skip),
+        ("a CSINode change is the base's entry's, not the writer list's",
+         write(CSINODE_STATUS, "", "UPDATE", KUBELET, Some(csinode("node-1", None)), Some(csinode("node-1", Some(&["Flaky"])))), Skip),
+    ]
+}
+
+/// The validating configuration of an installable overlay with the writer list added.
+fn with_writers() -> &'static Value {
+    static RENDERED: std::sync::OnceLock<Vec<Value>> = std::sync::OnceLock::new();
+    let objects = RENDERED
+        .get_or_init(|| render_with_components("overlays/cert-manager", &[WRITERS_COMPONENT]));
+    objects
+        .iter()
+        .find(|o| o["kind"] == "ValidatingWebhookConfiguration")
+        .expect("a ValidatingWebhookConfiguration")
+}
+
+/// The writer list's own entry, alone in a configuration.
+pub(crate) fn writers_entry() -> Value {
+    let entry = array_at(with_writers(), "/webhooks")
+        .iter()
+        .find(|w| w["name"] == "pvc-writers.validate.volume-health.github.io")
+        .expect("the component adds the writer list's entry");
+    json!({"webhooks": [entry]})
+}
+
+#[test]
+fn the_writer_list_entry_gets_only_changes_by_writers_outside_the_list() {
+    let entry = writers_entry();
+    let mut failures = Vec::new();
+    for (what, request, want) in writer_cases() {
+        let got = expectation(&dispatch(&entry, &request));
+        if got != want {
+            failures.push(format!("  {what}: {got:?} (want {want:?})"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // The rest of the configuration is the base's, unchanged.
+    let base = configurations(rendering("overlays/cert-manager"))[1].1;
+    let mut rest = with_writers().clone();
+    rest["webhooks"]
+        .as_array_mut()
+        .expect("webhooks")
+        .retain(|w| w["name"] != "pvc-writers.validate.volume-health.github.io");
+    assert_eq!(
+        &rest, base,
+        "the component changes nothing but its own entry"
+    );
+}
+
+#[test]
+fn the_writer_list_is_the_same_in_the_server_and_in_its_entry() {
+    let dir = manifests_dir().join(WRITERS_COMPONENT);
+    let deployment: Value = serde_yaml::from_str(
+        &std::fs::read_to_string(dir.join("deployment.yaml")).expect("deployment.yaml"),
+    )
+    .expect("YAML");
+    let env = &deployment["spec"]["template"]["spec"]["containers"][0]["env"][0];
+    assert_eq!(env["name"], "VOLUME_HEALTH_PVC_HEALTH_WRITERS");
+    let listed: Vec<&str> = env["value"].as_str().expect("a list").split(',').collect();
+    let entry = writers_entry();
+    let expression = array_at(&entry["webhooks"][0], "/matchConditions")
+        .iter()
+        .find(|c| c["name"] == "writer-not-listed")
+        .and_then(|c| c["expression"].as_str())
+        .expect("the writer-not-listed condition");
+    let in_cel: Vec<&str> = expression.split('\'').skip(1).step_by(2).collect();
+    assert_eq!(
+        listed, in_cel,
+        "the server's list and the entry's list differ"
+    );
+    // Every listed user's change passes without a call, and the server allows it.
+    for user in listed {
+        let mut request = write(
+            PVC_STATUS,
+            "apps",
+            "UPDATE",
+            HEALTH_MONITOR,
+            Some(pvc(None)),
+            Some(pvc(Some(&["SlowIO"]))),
+        );
+        request.username = Box::leak(user.to_owned().into_boxed_str());
+        assert_eq!(dispatch(&entry, &request), Dispatch::Skip, "{user}");
+    }
 }
 
 fn expectation(dispatch: &Dispatch) -> Expect {
@@ -303,16 +422,22 @@ fn admission_match_conditions_send_only_the_requests_that_matter() {
 fn admission_cases_cover_every_webhook_and_both_decisions() {
     // The table must exercise each webhook entry, so a broken entry cannot hide.
     let rendering = rendering("base");
-    for (what, configuration) in configurations(rendering) {
+    let writers = writers_entry();
+    let configurations = configurations(rendering)
+        .into_iter()
+        .chain([("writer list", &writers)]);
+    let requests: Vec<AdmissionRequest> = admission_cases()
+        .into_iter()
+        .map(|c| c.request)
+        .chain(writer_cases().into_iter().map(|(_, request, _)| request))
+        .collect();
+    for (what, configuration) in configurations {
         for webhook in array_at(configuration, "/webhooks") {
             let name = str_at(webhook, "/name");
             let single = json!({"webhooks": [webhook]});
             let (mut sent, mut skipped) = (false, false);
-            for case in admission_cases()
-                .iter()
-                .filter(|c| rules_match(webhook, &c.request))
-            {
-                match dispatch(&single, &case.request) {
+            for request in requests.iter().filter(|r| rules_match(webhook, r)) {
+                match dispatch(&single, request) {
                     Dispatch::Skip => skipped = true,
                     Dispatch::Call(_) => sent = true,
                 }
@@ -343,7 +468,11 @@ fn match_conditions_never_error_whatever_the_object_shape() {
     let mut evaluated = 0;
     {
         let rendering = rendering("base");
-        for (_, configuration) in configurations(rendering) {
+        let writers = writers_entry();
+        let configurations = configurations(rendering)
+            .into_iter()
+            .chain([("writer list", &writers)]);
+        for (_, configuration) in configurations {
             for webhook in array_at(configuration, "/webhooks") {
                 let single = json!({"webhooks": [webhook]});
                 for &(group, resource, sub) in GATED {
@@ -429,11 +558,20 @@ fn match_conditions_use_only_cel_that_kubernetes_and_the_interpreter_share() {
             }
         }
     };
-    for rendering in rendered() {
-        for (_, configuration) in configurations(rendering) {
+    let writers = writers_entry();
+    let configurations = rendered()
+        .iter()
+        .flat_map(|rendering| {
+            configurations(rendering)
+                .into_iter()
+                .map(move |(_, c)| (rendering.name, c))
+        })
+        .chain([(WRITERS_COMPONENT, &writers)]);
+    {
+        for (name, configuration) in configurations {
             for webhook in array_at(configuration, "/webhooks") {
                 for condition in array_at(webhook, "/matchConditions") {
-                    let origin = format!("{} {}", rendering.name, webhook["name"]);
+                    let origin = format!("{name} {}", webhook["name"]);
                     check(
                         &origin,
                         str_at(condition, "/expression"),

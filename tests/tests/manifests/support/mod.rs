@@ -59,6 +59,7 @@ pub(crate) const COMPONENTS: &[&str] = &[
     "components/monitoring",
     "components/kube-prometheus-stack",
     "components/network-policy",
+    "components/pvc-health-writers",
 ];
 
 /// The native policies' component: generated, rendered and checked by `native_policies.rs`.
