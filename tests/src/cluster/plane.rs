@@ -5,6 +5,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
+use hyper::Method;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
@@ -71,6 +72,49 @@ impl ControlPlane {
         self.authorizer
             .start(&[("VOLUME_HEALTH_FEATURE_GATES", &gates)])
             .await
+    }
+
+    /// The shipped ValidatingWebhookConfiguration as installed: pointed at the admission
+    /// server, without the writer list's entry.
+    pub fn validating_configuration(&self) -> Result<Value> {
+        shipped::webhook_configurations(self.admission.addr(), self.cluster.pki().ca_pem(), false)?
+            .into_iter()
+            .find(|(plural, _)| *plural == "validatingwebhookconfigurations")
+            .map(|(_, configuration)| configuration)
+            .ok_or_else(|| anyhow::anyhow!("no validating configuration"))
+    }
+
+    /// Deletes the installed ValidatingWebhookConfiguration.
+    pub async fn delete_validating_configuration(&self) -> Result<()> {
+        let configuration = self.validating_configuration()?;
+        let name = configuration["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default();
+        let path =
+            format!("/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/{name}");
+        let (code, body) = self
+            .cluster
+            .api
+            .send(Method::DELETE, &path, None, None)
+            .await?;
+        if code != 200 {
+            bail!("deleting {name}: {code} {body}");
+        }
+        Ok(())
+    }
+
+    /// Creates a ValidatingWebhookConfiguration.
+    pub async fn create_configuration(&self, configuration: &Value) -> Result<()> {
+        let path = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations";
+        let (code, body) = self
+            .cluster
+            .api
+            .send(Method::POST, path, Some(configuration), None)
+            .await?;
+        if code != 201 {
+            bail!("creating a validating configuration: {code} {body}");
+        }
+        Ok(())
     }
 
     /// Waits until the apiserver calls the admission webhooks: their configurations reach its
