@@ -4,6 +4,7 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 use volume_health_validation::decode::json::{self, optional_text};
+use volume_health_validation::error::{MAX_QUOTED_BYTES, cut};
 use volume_health_validation::identity::Groups;
 
 use crate::decision::{AuthzPolicy, Decision, ResourceAttributes, decide};
@@ -162,10 +163,12 @@ pub fn review<'a>(body: &'a [u8], policy: &AuthzPolicy) -> Result<Answer<'a>, Re
     })
 }
 
+/// The message quotes the body's `apiVersion` and `kind` cut short, whatever their length.
 fn type_error(sar: &SubjectAccessReview<'_>) -> ReviewError {
+    let quoted = |value: &str| cut(value, MAX_QUOTED_BYTES).into_owned();
     ReviewError::Type {
-        api_version: sar.api_version.clone().into_owned(),
-        kind: sar.kind.clone().into_owned(),
+        api_version: quoted(&sar.api_version),
+        kind: quoted(&sar.kind),
     }
 }
 

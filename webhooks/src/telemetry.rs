@@ -13,6 +13,15 @@ pub(crate) const HANDLERS_TARGET: &str = "volume_health_webhooks::handlers";
 /// The target of the server's log lines, wherever in `server` they are logged, likewise.
 pub(crate) const SERVER_TARGET: &str = "volume_health_webhooks::server";
 
+/// Most bytes of one value of a request in a log line. A request may be megabytes long; what
+/// identifies it (uid, names, user) is far shorter in any real review.
+pub(crate) const MAX_LOGGED_VALUE: usize = 256;
+
+/// `value`, cut to [`MAX_LOGGED_VALUE`] bytes on a character boundary, for a log field.
+pub(crate) fn logged(value: &str) -> &str {
+    volume_health_validation::error::prefix(value, MAX_LOGGED_VALUE)
+}
+
 /// Log line format.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogFormat {

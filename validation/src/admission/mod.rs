@@ -90,8 +90,8 @@ impl<'a> AdmissionReview<'a> {
         let review = decode::read_review(body).map_err(ReviewError::Decode)?;
         if review.api_version != API_VERSION || review.kind != KIND {
             return Err(ReviewError::Type {
-                api_version: review.api_version.into_owned(),
-                kind: review.kind.into_owned(),
+                api_version: quoted(&review.api_version),
+                kind: quoted(&review.kind),
             });
         }
         let read = review.request.ok_or(ReviewError::MissingRequest)?;
@@ -99,7 +99,7 @@ impl<'a> AdmissionReview<'a> {
             return Err(ReviewError::MissingUid);
         }
         let operation = Operation::parse(&read.operation)
-            .ok_or_else(|| ReviewError::Operation(read.operation.to_string()))?;
+            .ok_or_else(|| ReviewError::Operation(quoted(&read.operation)))?;
         let request = AdmissionRequest {
             uid: read.uid,
             resource: read.resource,
@@ -114,6 +114,12 @@ impl<'a> AdmissionReview<'a> {
         };
         Ok(AdmissionReview { request })
     }
+}
+
+/// A value of the body as an error quotes it: cut, so that the message stays short whatever
+/// the body holds.
+fn quoted(value: &str) -> String {
+    crate::error::cut(value, crate::error::MAX_QUOTED_BYTES).into_owned()
 }
 
 /// The members of an admission request that the rules and the webhooks read, with `object`

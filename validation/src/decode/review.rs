@@ -303,7 +303,7 @@ mod tests {
             ),
             (
                 r#"{"0":"system:nodes"}"#,
-                Err("invalid type: map, expected a sequence of strings at line 1 column 0"),
+                Err("invalid type: map, expected a sequence of strings at line 1 column 1"),
             ),
         ];
         for (json, want) in cases {

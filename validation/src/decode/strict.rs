@@ -6,12 +6,21 @@
 //! wraps serde_json's deserializer and asks for a map wherever a struct is wanted, at every
 //! depth, so a non-object where an object is required is refused with serde's usual
 //! `invalid type` error. It also carries how the views' lists are read ([`Lists`]).
+//!
+//! Its errors never quote a string of the document: serde's `invalid type: string "..."`
+//! would quote it whole, escaped (up to 8 bytes a byte), so a 7 MiB body could make a 50 MB
+//! message. A string where another type is wanted is refused as `invalid type: string,
+//! expected ...`, and any other message a visitor builds is cut to
+//! [`MAX_MESSAGE_BYTES`](crate::error::MAX_MESSAGE_BYTES) as it is written.
 
 use std::fmt;
 
 use serde::de::{
-    self, DeserializeSeed, Deserializer, EnumAccess, MapAccess, SeqAccess, VariantAccess, Visitor,
+    self, DeserializeSeed, Deserializer, EnumAccess, Expected, MapAccess, SeqAccess, Unexpected,
+    VariantAccess, Visitor,
 };
+
+use crate::error::Bounded;
 
 /// `inner`, with structs read only from maps.
 pub fn strict<'de, D: Deserializer<'de>>(inner: D) -> Strict<D> {
@@ -54,11 +63,39 @@ macro_rules! forward {
     };
 }
 
+/// serde_json refuses a string where another type is wanted by quoting it whole; these are read
+/// with `deserialize_any` instead, which gives [`NotAString`] the string to refuse by its type.
+/// What else they are given is what serde_json's own method would have taken, or refused in
+/// the same words.
+macro_rules! not_a_string {
+    ($($method:ident),* $(,)?) => {
+        $(
+            fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
+                self.0.deserialize_any(NotAString {
+                    visitor: Wrap(visitor, self.1),
+                    map_only: false,
+                })
+            }
+        )*
+    };
+}
+
 impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
     type Error = D::Error;
 
     forward!(
         deserialize_any,
+        deserialize_char,
+        deserialize_str,
+        deserialize_string,
+        deserialize_bytes,
+        deserialize_byte_buf,
+        deserialize_option,
+        deserialize_identifier,
+        deserialize_ignored_any,
+    );
+
+    not_a_string!(
         deserialize_bool,
         deserialize_i8,
         deserialize_i16,
@@ -72,25 +109,23 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
         deserialize_u128,
         deserialize_f32,
         deserialize_f64,
-        deserialize_char,
-        deserialize_str,
-        deserialize_string,
-        deserialize_bytes,
-        deserialize_byte_buf,
-        deserialize_option,
         deserialize_unit,
         deserialize_seq,
-        deserialize_map,
-        deserialize_identifier,
-        deserialize_ignored_any,
     );
+
+    fn deserialize_map<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
+        self.0.deserialize_any(NotAString {
+            visitor: Wrap(visitor, self.1),
+            map_only: true,
+        })
+    }
 
     fn deserialize_unit_struct<V: Visitor<'de>>(
         self,
-        name: &'static str,
+        _name: &'static str,
         visitor: V,
     ) -> Result<V::Value, Self::Error> {
-        self.0.deserialize_unit_struct(name, Wrap(visitor, self.1))
+        self.deserialize_unit(visitor)
     }
 
     fn deserialize_newtype_struct<V: Visitor<'de>>(
@@ -108,20 +143,19 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
 
     fn deserialize_tuple<V: Visitor<'de>>(
         self,
-        len: usize,
+        _len: usize,
         visitor: V,
     ) -> Result<V::Value, Self::Error> {
-        self.0.deserialize_tuple(len, Wrap(visitor, self.1))
+        self.deserialize_seq(visitor)
     }
 
     fn deserialize_tuple_struct<V: Visitor<'de>>(
         self,
-        name: &'static str,
-        len: usize,
+        _name: &'static str,
+        _len: usize,
         visitor: V,
     ) -> Result<V::Value, Self::Error> {
-        self.0
-            .deserialize_tuple_struct(name, len, Wrap(visitor, self.1))
+        self.deserialize_seq(visitor)
     }
 
     /// The point of it all: a struct is read from a map, never from a sequence.
@@ -131,7 +165,7 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
         _fields: &'static [&'static str],
         visitor: V,
     ) -> Result<V::Value, Self::Error> {
-        self.0.deserialize_map(Wrap(visitor, self.1))
+        self.deserialize_map(visitor)
     }
 
     fn deserialize_enum<V: Visitor<'de>>(
@@ -149,14 +183,161 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
     }
 }
 
+/// A visitor given a value is given an error type that keeps its message short ([`Capped`]).
 macro_rules! forward_visit {
     ($($method:ident: $ty:ty),* $(,)?) => {
         $(
             fn $method<E: de::Error>(self, v: $ty) -> Result<V::Value, E> {
-                self.0.$method(v)
+                self.0.$method::<Capped<E>>(v).map_err(|capped| capped.0)
             }
         )*
     };
+}
+
+/// A visitor of anything but a string (and, with `map_only`, of a map but not a sequence: a
+/// struct).
+struct NotAString<V> {
+    visitor: V,
+    map_only: bool,
+}
+
+impl<'de, V: Visitor<'de>> NotAString<V> {
+    fn refuse<E: de::Error>(self, what: Unexpected<'_>) -> Result<V::Value, E> {
+        Err(E::invalid_type(what, &self.visitor))
+    }
+}
+
+macro_rules! forward_plain {
+    ($($method:ident: $ty:ty),* $(,)?) => {
+        $(
+            fn $method<E: de::Error>(self, v: $ty) -> Result<V::Value, E> {
+                self.visitor.$method(v)
+            }
+        )*
+    };
+}
+
+impl<'de, V: Visitor<'de>> Visitor<'de> for NotAString<V> {
+    type Value = V::Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.visitor.expecting(f)
+    }
+
+    forward_plain!(
+        visit_bool: bool,
+        visit_i8: i8,
+        visit_i16: i16,
+        visit_i32: i32,
+        visit_i64: i64,
+        visit_i128: i128,
+        visit_u8: u8,
+        visit_u16: u16,
+        visit_u32: u32,
+        visit_u64: u64,
+        visit_u128: u128,
+        visit_f32: f32,
+        visit_f64: f64,
+        visit_char: char,
+    );
+
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<V::Value, E> {
+        self.refuse(Unexpected::Other("string"))
+    }
+
+    fn visit_borrowed_str<E: de::Error>(self, _: &'de str) -> Result<V::Value, E> {
+        self.refuse(Unexpected::Other("string"))
+    }
+
+    fn visit_string<E: de::Error>(self, _: String) -> Result<V::Value, E> {
+        self.refuse(Unexpected::Other("string"))
+    }
+
+    fn visit_bytes<E: de::Error>(self, _: &[u8]) -> Result<V::Value, E> {
+        self.refuse(Unexpected::Other("bytes"))
+    }
+
+    fn visit_borrowed_bytes<E: de::Error>(self, _: &'de [u8]) -> Result<V::Value, E> {
+        self.refuse(Unexpected::Other("bytes"))
+    }
+
+    fn visit_byte_buf<E: de::Error>(self, _: Vec<u8>) -> Result<V::Value, E> {
+        self.refuse(Unexpected::Other("bytes"))
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<V::Value, E> {
+        self.visitor.visit_none()
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<V::Value, E> {
+        self.visitor.visit_unit()
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<V::Value, D::Error> {
+        self.visitor.visit_some(deserializer)
+    }
+
+    fn visit_newtype_struct<D: Deserializer<'de>>(
+        self,
+        deserializer: D,
+    ) -> Result<V::Value, D::Error> {
+        self.visitor.visit_newtype_struct(deserializer)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<V::Value, A::Error> {
+        if self.map_only {
+            return self.refuse(Unexpected::Seq);
+        }
+        self.visitor.visit_seq(seq)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<V::Value, A::Error> {
+        self.visitor.visit_map(map)
+    }
+
+    fn visit_enum<A: EnumAccess<'de>>(self, data: A) -> Result<V::Value, A::Error> {
+        self.visitor.visit_enum(data)
+    }
+}
+
+/// The error type a visitor is given for a value: what it says of the value is its type for a
+/// string or bytes, and any message it builds is cut as it is written.
+#[derive(Debug)]
+struct Capped<E>(E);
+
+impl<E: fmt::Display> fmt::Display for Capped<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl<E: std::error::Error> std::error::Error for Capped<E> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
+/// `unexpected` without the value, where the value is text of the document.
+fn by_type(unexpected: Unexpected<'_>) -> Unexpected<'_> {
+    match unexpected {
+        Unexpected::Str(_) => Unexpected::Other("string"),
+        Unexpected::Bytes(_) => Unexpected::Other("bytes"),
+        other => other,
+    }
+}
+
+impl<E: de::Error> de::Error for Capped<E> {
+    fn custom<T: fmt::Display>(msg: T) -> Self {
+        Capped(E::custom(Bounded(msg)))
+    }
+
+    fn invalid_type(unexp: Unexpected<'_>, exp: &dyn Expected) -> Self {
+        Capped(E::invalid_type(by_type(unexp), exp))
+    }
+
+    fn invalid_value(unexp: Unexpected<'_>, exp: &dyn Expected) -> Self {
+        Capped(E::invalid_value(by_type(unexp), exp))
+    }
 }
 
 impl<'de, V: Visitor<'de>> Visitor<'de> for Wrap<V> {
@@ -190,11 +371,11 @@ impl<'de, V: Visitor<'de>> Visitor<'de> for Wrap<V> {
     );
 
     fn visit_none<E: de::Error>(self) -> Result<V::Value, E> {
-        self.0.visit_none()
+        self.0.visit_none::<Capped<E>>().map_err(|capped| capped.0)
     }
 
     fn visit_unit<E: de::Error>(self) -> Result<V::Value, E> {
-        self.0.visit_unit()
+        self.0.visit_unit::<Capped<E>>().map_err(|capped| capped.0)
     }
 
     fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<V::Value, D::Error> {

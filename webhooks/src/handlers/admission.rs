@@ -6,6 +6,7 @@ use std::time::Duration;
 use tracing::Level;
 use volume_health_check::drop_on_save;
 use volume_health_validation::admission::{DecodeError, Invalid};
+use volume_health_validation::error::{MAX_MESSAGE_BYTES, prefix};
 use volume_health_validation::status::bad_request_status;
 use volume_health_validation::{AdmissionRequest, HealthResource, Verdict};
 
@@ -15,7 +16,7 @@ use super::state::WebhookState;
 use crate::enforcement::{self, EnforcementAction};
 use crate::error_chain;
 use crate::review;
-use crate::telemetry::{HANDLERS_TARGET, event_at};
+use crate::telemetry::{HANDLERS_TARGET, event_at, logged};
 
 /// What an admission endpoint answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -91,13 +92,13 @@ impl Reviewed for AdmissionReviewed<'_> {
             target: HANDLERS_TARGET,
             self.outcome.level(),
             endpoint,
-            uid = &*request.uid,
-            resource = &*request.resource.resource,
-            subresource = request.subresource(),
-            namespace = request.namespace.as_deref().unwrap_or_default(),
-            name = request.name(),
+            uid = logged(&request.uid),
+            resource = logged(&request.resource.resource),
+            subresource = logged(request.subresource()),
+            namespace = logged(request.namespace.as_deref().unwrap_or_default()),
+            name = logged(request.name()),
             operation = request.operation.as_str(),
-            user = &*request.user_info.username,
+            user = logged(&request.user_info.username),
             dry_run = request.dry_run.unwrap_or(false),
             decision,
             latency_us = elapsed.as_micros() as u64,
@@ -230,13 +231,13 @@ fn enforce<'a>(
     // The answer (allowed) tells nobody what was wrong, so the would-be denial is logged whole.
     tracing::info!(
         target: HANDLERS_TARGET,
-        uid = &*request.uid,
+        uid = logged(&request.uid),
         resource,
-        namespace = request.namespace.as_deref().unwrap_or_default(),
-        name = request.name(),
-        user = &*request.user_info.username,
+        namespace = logged(request.namespace.as_deref().unwrap_or_default()),
+        name = logged(request.name()),
+        user = logged(&request.user_info.username),
         action = action.as_str(),
-        denial = status.message.as_deref().unwrap_or_default(),
+        denial = prefix(status.message.as_deref().unwrap_or_default(), MAX_MESSAGE_BYTES),
         "field validation would deny"
     );
     let mut response = review::Response::allow(&request.uid);

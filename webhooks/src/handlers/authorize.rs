@@ -8,7 +8,7 @@ use volume_health_authz::{Answer, Decision, ResourceAttributes};
 use super::endpoint::{Endpoint, Reviewed};
 use super::rejection::Rejection;
 use super::state::WebhookState;
-use crate::telemetry::{HANDLERS_TARGET, event_at};
+use crate::telemetry::{HANDLERS_TARGET, event_at, logged};
 
 /// `/authorize`: the SubjectAccessReview of `csinodes/status`.
 pub(super) struct Authorize;
@@ -41,12 +41,12 @@ impl Reviewed for Answer<'_> {
             target: HANDLERS_TARGET,
             level(&self.decision),
             endpoint,
-            user = &*self.user,
-            verb = &*attrs.verb,
-            group = &*attrs.group,
-            resource = &*attrs.resource,
-            subresource = &*attrs.subresource,
-            name = &*attrs.name,
+            user = logged(&self.user),
+            verb = logged(&attrs.verb),
+            group = logged(&attrs.group),
+            resource = logged(&attrs.resource),
+            subresource = logged(&attrs.subresource),
+            name = logged(&attrs.name),
             non_resource = self.resource.is_none(),
             decision,
             reason = self.decision.reason(),

@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use volume_health_validation::error::{MAX_MESSAGE_BYTES, cut};
 use volume_health_validation::status::bad_request_status;
 
 use crate::error_chain;
@@ -62,8 +63,11 @@ impl Rejection {
         }
     }
 
+    /// The text of the answer and of the log line: at most [`MAX_MESSAGE_BYTES`], since an
+    /// error about a body may quote the body (the library's messages are bounded as they are
+    /// built; this bounds the whole line, whatever its parts).
     fn message(&self) -> String {
-        match self {
+        let message = match self {
             Rejection::TooLarge => "request body is larger than --max-request-bytes".to_owned(),
             Rejection::TimedOut => "request body not received within --request-timeout".to_owned(),
             Rejection::Busy => {
@@ -72,6 +76,10 @@ impl Rejection {
             Rejection::Read(err) => format!("could not read request body: {}", error_chain(&**err)),
             Rejection::BadReview(err) => error_chain(&**err),
             Rejection::Panicked => "the review could not be decided".to_owned(),
+        };
+        match cut(&message, MAX_MESSAGE_BYTES) {
+            std::borrow::Cow::Borrowed(_) => message,
+            cut => cut.into_owned(),
         }
     }
 

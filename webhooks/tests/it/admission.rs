@@ -820,7 +820,7 @@ async fn a_pod_status_array_is_a_bad_object_for_mutate_with_the_gate_on() {
             r#""uid":"705ab4f5-6393-11e8-b7cc-42010a800023","allowed":false,"status":{"#,
             r#""apiVersion":"v1","kind":"Status","code":400,"#,
             r#""message":"failed to decode object as Pod: invalid type: sequence, expected struct "#,
-            r#"PodStatusView at line 1 column 320","metadata":{},"reason":"BadRequest","#,
+            r#"PodStatusView at line 1 column 321","metadata":{},"reason":"BadRequest","#,
             r#""status":"Failure"}}}"#,
         )
     );

@@ -270,3 +270,105 @@ async fn invalid_utf8_gets_400() {
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     assert_clear_refusal("authorize", status, &body);
 }
+
+/// `text` with the value of the first member `key` (written `from`) replaced by a string of `n`
+/// DEL bytes (0x7f): valid JSON, and the character Rust's `Debug` escapes the longest
+/// (`\u{7f}`, 6 bytes a byte).
+fn with_del_string(text: &str, key: &str, from: &str, n: usize) -> Vec<u8> {
+    let member = format!("\"{key}\":{from}");
+    let at = text
+        .find(&member)
+        .unwrap_or_else(|| panic!("{member} in the body"))
+        + key.len()
+        + 3;
+    let mut body = Vec::with_capacity(text.len() + n);
+    body.extend_from_slice(&text.as_bytes()[..at]);
+    body.push(b'"');
+    body.resize(body.len() + n, 0x7f);
+    body.push(b'"');
+    body.extend_from_slice(&text.as_bytes()[at + from.len()..]);
+    body
+}
+
+/// A value of the wrong type is refused by its type, never quoted: the answer to a 6 MiB
+/// string where a bool, an object or a list belongs is a few hundred bytes, on every endpoint,
+/// and so is one quoting a huge apiVersion, kind or operation.
+#[tokio::test]
+async fn error_text_does_not_quote_the_body() {
+    let app = app();
+    let n = 6 << 20;
+    let review = serde_json::to_string(&case_body("pod-valid")).unwrap();
+    let sar = serde_json::to_string(&case_body("authz-status-update-own")).unwrap();
+    let resource_attributes = format!(
+        "{}",
+        json!(case_body("authz-status-update-own")["spec"]["resourceAttributes"])
+    );
+    let object_status = format!(
+        "{}",
+        json!(case_body("pod-valid")["request"]["object"]["status"])
+    );
+    let cases: Vec<(&str, &str, Vec<u8>)> = vec![
+        (
+            "dryRun",
+            "/validate",
+            with_del_string(&review, "dryRun", "false", n),
+        ),
+        (
+            "dryRun",
+            "/mutate",
+            with_del_string(&review, "dryRun", "false", n),
+        ),
+        (
+            "resourceAttributes",
+            "/authorize",
+            with_del_string(&sar, "resourceAttributes", &resource_attributes, n),
+        ),
+        (
+            "object.status",
+            "/validate",
+            with_del_string(&review, "status", &object_status, n),
+        ),
+        (
+            "apiVersion",
+            "/validate",
+            with_del_string(&review, "apiVersion", "\"admission.k8s.io/v1\"", n),
+        ),
+        (
+            "apiVersion",
+            "/authorize",
+            with_del_string(&sar, "apiVersion", "\"authorization.k8s.io/v1\"", n),
+        ),
+        (
+            "operation",
+            "/validate",
+            with_del_string(&review, "operation", "\"UPDATE\"", n),
+        ),
+    ];
+    for (what, path, body) in cases {
+        let (status, bytes) = support::router_call::call(&app, path, body).await;
+        let answer: Value = serde_json::from_slice(&bytes).unwrap();
+        let code = assert_clear_refusal(what, status, &answer);
+        assert_eq!(code, 400, "{what} {path}: {answer}");
+        assert!(
+            bytes.len() < 2048,
+            "{what} {path}: a {}-byte answer: {}",
+            bytes.len(),
+            String::from_utf8_lossy(&bytes[..bytes.len().min(300)])
+        );
+        let message = answer["message"]
+            .as_str()
+            .or(answer["response"]["status"]["message"].as_str())
+            .unwrap();
+        // A value quoted by a message is cut short; a value of the wrong type is not quoted.
+        if !matches!(what, "apiVersion" | "operation") {
+            assert!(
+                !message.contains('\u{7f}') && !message.contains("u{7f}"),
+                "{what} {path}: {message}"
+            );
+            assert!(
+                message.contains("invalid type: string, expected"),
+                "{what} {path}: {message}"
+            );
+        }
+    }
+}

@@ -10,6 +10,7 @@ mod clients;
 mod flags;
 mod hostile;
 mod hostile_scale;
+mod hostile_server;
 mod lifecycle;
 mod log_injection;
 mod logging;
