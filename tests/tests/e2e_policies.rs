@@ -20,6 +20,7 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use hyper::Method;
+use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use volume_health_tests::without_nulls;
@@ -421,6 +422,7 @@ async fn native() {
     cost_floor(&cluster, Floor::Shortest).await;
     cost_floor(&cluster, Floor::LongReasons).await;
     warn_and_audit(&cluster).await;
+    writer_list_param(&cluster).await;
     drop_on_save(&cluster).await;
     controller.check_running().unwrap();
 }
@@ -906,6 +908,31 @@ async fn swap_bindings(cluster: &Cluster, from: Action, to: Action) {
     }
 }
 
+/// Replaces the validating binding of `binding`'s name with it, in place: a binding deleted
+/// and created again may leave the apiserver without any binding of the param's kind for a
+/// moment.
+async fn replace_binding(cluster: &Cluster, binding: &Value) {
+    let path = format!(
+        "{}/{}",
+        policy_path("ValidatingAdmissionPolicyBinding"),
+        binding["metadata"]["name"].as_str().unwrap()
+    );
+    let (code, current) = cluster
+        .api
+        .send(Method::GET, &path, None, None)
+        .await
+        .unwrap();
+    assert_eq!(code, 200, "{current}");
+    let mut binding = binding.clone();
+    binding["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
+    let (code, body) = cluster
+        .api
+        .send(Method::PUT, &path, Some(&binding), None)
+        .await
+        .unwrap();
+    assert_eq!(code, 200, "{body}");
+}
+
 /// A write of the identity rule's CSINode `name` with two conditions of one identity, the
 /// second with `message`: the replay of it against the stored object.
 async fn duplicate_write(cluster: &Cluster, name: &str, message: &str) -> (Replay, Value) {
@@ -1093,6 +1120,172 @@ async fn node_writes_claim_health(cluster: &Cluster) {
         ),
         "NodeRestriction answers first: {got:?}"
     );
+}
+
+/// A change of a claim's health by `username`, in a namespace of its own (`index`).
+fn claim_health_write(username: &str) -> Replay {
+    let health = json!({"healthConditions": [{"status": "Degraded", "reason": "DiskSlow"}]});
+    Replay::new(
+        format!("writers: {username} adds"),
+        HealthResource::PersistentVolumeClaims,
+        Operation::Update,
+        "status".to_owned(),
+        user(username),
+        Some(claim("claim", health)),
+        Some(claim("claim", Value::Null)),
+    )
+}
+
+/// Writes `replay` (each round in a new namespace from `index`) until `done` holds for the
+/// answer, which the apiserver's policy informers reach through a watch.
+async fn answer_until(
+    cluster: &Cluster,
+    replay: &Replay,
+    index: &mut usize,
+    what: &str,
+    done: impl Fn(&Answer) -> bool,
+) -> Answer {
+    let give_up = Instant::now() + Duration::from_secs(60);
+    loop {
+        *index += 1;
+        let got = replay.apiserver(cluster, *index).await.unwrap();
+        if done(&got) {
+            return got;
+        }
+        assert!(Instant::now() < give_up, "{what}: still {got:?}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// The component rendered by `kubectl kustomize` with `namespace: <namespace>` in the operator's
+/// overlay, as objects.
+fn render_component(namespace: &str) -> Vec<Value> {
+    let scratch = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let component = scratch.path().join("native-policies");
+    std::fs::create_dir(&component).unwrap();
+    let source = volume_health_tests::repository().join("manifests/components/native-policies");
+    for entry in std::fs::read_dir(source).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), component.join(entry.file_name())).unwrap();
+    }
+    std::fs::write(
+        scratch.path().join("kustomization.yaml"),
+        format!("namespace: {namespace}\ncomponents:\n  - native-policies\n"),
+    )
+    .unwrap();
+    let out = std::process::Command::new("kubectl")
+        .arg("kustomize")
+        .arg(scratch.path())
+        .output()
+        .expect("kubectl on PATH");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    serde_yaml::Deserializer::from_str(&text)
+        .map(|doc| Value::deserialize(doc).unwrap())
+        .filter(|doc| !doc.is_null())
+        .collect()
+}
+
+/// The writer list's ConfigMap is the binding's param: without it every change of a claim's
+/// health is refused, a listed writer's too (never a silent allow that would drop the list
+/// and the node rule); the component rendered into another namespace binds that namespace's
+/// ConfigMap. The suite's ConfigMap and Deny bindings are restored after.
+async fn writer_list_param(cluster: &Cluster) {
+    let mut index = 5000;
+    let writers = policies::pvc_health_writers_name();
+    let listed = claim_health_write(WRITERS[1]);
+    let configmap = format!(
+        "/api/v1/namespaces/{}/configmaps/{}",
+        policies::NAMESPACE,
+        policies::WRITERS_CONFIGMAP
+    );
+    let (code, body) = cluster
+        .api
+        .send(Method::DELETE, &configmap, None, None)
+        .await
+        .unwrap();
+    assert_eq!(code, 200, "{body}");
+    let refused = answer_until(cluster, &listed, &mut index, "no list", |a| {
+        *a != Answer::Allowed
+    })
+    .await;
+    eprintln!("ok   writer list missing: a listed writer is refused: {refused:?}");
+    assert!(
+        refused.message().contains(&writers),
+        "the writer list's policy refuses: {refused:?}"
+    );
+    // The policy matches status writes only: a claim's spec and metadata stay writable.
+    let mut labelled = claim("claim", Value::Null);
+    labelled["metadata"]["labels"] = json!({"team": "storage"});
+    let relabel = Replay::new(
+        "writers: a label while the list is missing".to_owned(),
+        HealthResource::PersistentVolumeClaims,
+        Operation::Update,
+        String::new(),
+        json!({"username": "system:admin", "groups": ["system:masters", "system:authenticated"]}),
+        Some(labelled),
+        Some(claim("claim", Value::Null)),
+    );
+    index += 1;
+    assert_eq!(
+        relabel.apiserver(cluster, index).await.unwrap(),
+        Answer::Allowed,
+        "a claim's labels stay writable without the list"
+    );
+    eprintln!("ok   writer list missing: a claim's labels are written");
+
+    // Rendered into another namespace, listing only alice; the suite's list stays deleted, so
+    // a binding still naming it would refuse alice too.
+    let elsewhere = "volume-health-elsewhere";
+    let rendered = render_component(elsewhere);
+    let param = |o: &&Value| o.pointer("/spec/paramRef").is_some();
+    let binding = rendered
+        .iter()
+        .filter(|o| o["kind"] == "ValidatingAdmissionPolicyBinding")
+        .find(param)
+        .unwrap();
+    assert_eq!(binding["spec"]["validationActions"], json!(["Deny"]));
+    create(
+        cluster,
+        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": elsewhere}}),
+    )
+    .await;
+    let mut list = rendered
+        .iter()
+        .find(|o| o["kind"] == "ConfigMap")
+        .unwrap()
+        .clone();
+    assert_eq!(list["metadata"]["namespace"], elsewhere);
+    list["data"][policies::WRITERS_KEY] = json!("alice");
+    create(cluster, &list).await;
+    replace_binding(cluster, binding).await;
+    let outsider = claim_health_write("bob");
+    let refused = answer_until(cluster, &outsider, &mut index, "the rendered list", |a| {
+        a.message()
+            .contains("user \"bob\" is not allowed to update status.healthStatus")
+    })
+    .await;
+    eprintln!("ok   writer list in {elsewhere}: bob is refused: {refused:?}");
+    index += 1;
+    assert_eq!(
+        listed.apiserver(cluster, index).await.unwrap(),
+        Answer::Allowed,
+        "alice is listed in {elsewhere}"
+    );
+    eprintln!("ok   writer list in {elsewhere}: alice writes");
+
+    create(cluster, &policies::writers_param(WRITERS)).await;
+    let generated = policies::bindings(Action::Deny);
+    replace_binding(cluster, generated.iter().find(param).unwrap()).await;
+    let admin = claim_health_write(WRITERS[0]);
+    answer_until(cluster, &admin, &mut index, "the suite's list again", |a| {
+        *a == Answer::Allowed
+    })
+    .await;
 }
 
 /// A denial whose message is over 5 KiB: the library lists every duplicate; the policy lists

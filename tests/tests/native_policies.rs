@@ -2,6 +2,10 @@
 
 use std::path::Path;
 
+use serde::Deserialize;
+use serde_json::{Value, json};
+use volume_health_webhooks::policies::{self, Action};
+
 #[test]
 fn committed_native_policies_are_generated() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/components/native-policies");
@@ -16,10 +20,9 @@ fn committed_native_policies_are_generated() {
     }
 }
 
-/// An overlay with the component renders the policies, their Deny bindings and the writer list
-/// beside what the overlay had.
-#[test]
-fn the_component_renders_in_an_overlay() {
+/// `kubectl kustomize` of an overlay, written in the target directory, whose `resources` and
+/// `components` name directories of `manifests/`.
+fn render(resources: &[&str], components: &[&str], extra: &str) -> String {
     let manifests = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../manifests")
         .canonicalize()
@@ -38,8 +41,20 @@ fn the_component_renders_in_an_overlay() {
             .count(),
     );
     let down = manifests.strip_prefix(common).expect("below").display();
+    let list = |key: &str, dirs: &[&str]| -> String {
+        if dirs.is_empty() {
+            return String::new();
+        }
+        let items: String = dirs
+            .iter()
+            .map(|d| format!("  - {up}{down}/{d}\n"))
+            .collect();
+        format!("{key}:\n{items}")
+    };
     let kustomization = format!(
-        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - {up}{down}/overlays/cert-manager\ncomponents:\n  - {up}{down}/components/native-policies\n"
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n{extra}{}{}",
+        list("resources", resources),
+        list("components", components),
     );
     std::fs::write(overlay.path().join("kustomization.yaml"), kustomization).expect("written");
     let out = std::process::Command::new("kubectl")
@@ -52,7 +67,25 @@ fn the_component_renders_in_an_overlay() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let text = String::from_utf8(out.stdout).expect("UTF-8");
+    String::from_utf8(out.stdout).expect("UTF-8")
+}
+
+fn documents(text: &str) -> Vec<Value> {
+    serde_yaml::Deserializer::from_str(text)
+        .map(|d| Value::deserialize(d).expect("YAML"))
+        .filter(|d| !d.is_null())
+        .collect()
+}
+
+/// An overlay with the component renders the policies, their Deny bindings and the writer list
+/// beside what the overlay had.
+#[test]
+fn the_component_renders_in_an_overlay() {
+    let text = render(
+        &["overlays/cert-manager"],
+        &["components/native-policies"],
+        "",
+    );
     let count = |kind: &str| text.matches(&format!("\nkind: {kind}\n")).count();
     assert_eq!(count("MutatingAdmissionPolicy"), 3);
     assert_eq!(count("ValidatingAdmissionPolicy"), 2);
@@ -63,4 +96,52 @@ fn the_component_renders_in_an_overlay() {
         "drop on save stays unbound"
     );
     assert!(text.contains("name: volume-health-pvc-health-writers\n  namespace: volume-health"));
+}
+
+/// The writer list's binding names the ConfigMap in the namespace it is rendered into (an
+/// overlay's `namespace:`, also over another overlay), and a missing ConfigMap is a refusal,
+/// never a silent allow, with every action's bindings.
+#[test]
+fn the_writer_list_binding_follows_the_namespace_and_refuses_without_it() {
+    for (resources, extra, namespace) in [
+        (vec![], "", "volume-health"),
+        (vec![], "namespace: storage-ops\n", "storage-ops"),
+        (
+            vec!["overlays/cert-manager"],
+            "namespace: storage-ops\n",
+            "storage-ops",
+        ),
+    ] {
+        let objects = documents(&render(&resources, &["components/native-policies"], extra));
+        let configmap = objects
+            .iter()
+            .find(|o| {
+                o["kind"] == "ConfigMap" && o["metadata"]["name"] == policies::WRITERS_CONFIGMAP
+            })
+            .expect("the writer list");
+        assert_eq!(configmap["metadata"]["namespace"], namespace);
+        let bound: Vec<&Value> = objects
+            .iter()
+            .filter(|o| o["kind"] == "ValidatingAdmissionPolicyBinding")
+            .filter_map(|o| o.pointer("/spec/paramRef"))
+            .collect();
+        assert_eq!(bound.len(), 1, "{extra}: one binding takes the list");
+        assert_eq!(
+            *bound[0],
+            json!({
+                "name": policies::WRITERS_CONFIGMAP,
+                "namespace": namespace,
+                "parameterNotFoundAction": "Deny",
+            }),
+            "{extra}"
+        );
+    }
+    // Warn and Audit bindings too: a missing list is never a silent allow.
+    for action in Action::ALL {
+        for binding in policies::bindings(action) {
+            if let Some(param) = binding.pointer("/spec/paramRef") {
+                assert_eq!(param["parameterNotFoundAction"], "Deny", "{action:?}");
+            }
+        }
+    }
 }

@@ -27,7 +27,9 @@ pub const PREFIX: &str = "volume-health";
 pub const WRITERS_CONFIGMAP: &str = "volume-health-pvc-health-writers";
 /// The key of [`WRITERS_CONFIGMAP`] that holds the list.
 pub const WRITERS_KEY: &str = "writers";
-/// The namespace of [`WRITERS_CONFIGMAP`]: the webhooks' own.
+/// The namespace of [`WRITERS_CONFIGMAP`] as generated: the webhooks' own. The bindings'
+/// `paramRef.namespace` follows a kustomize `namespace:` (the component's
+/// `kustomizeconfig.yaml`), so a re-namespaced render binds its own ConfigMap.
 pub const NAMESPACE: &str = "volume-health";
 /// A message longer than this many bytes is discarded by the apiserver (5 KiB); longer ones
 /// are cut to it.
@@ -445,10 +447,23 @@ pub fn pvc_health_writers() -> Value {
         "kind": "ValidatingAdmissionPolicy",
         "metadata": {"name": pvc_health_writers_name(), "labels": labels()},
         "spec": {
-            // Constant cost; a missing list is the binding's parameterNotFoundAction.
+            // Constant cost; a missing list is the binding's parameterNotFoundAction (Deny),
+            // which this failurePolicy turns into a refusal.
             "failurePolicy": "Fail",
             "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
-            "matchConstraints": {"resourceRules": resource_rules(resource, &["UPDATE"])},
+            // The main resource is listed for the type checker and excluded here (which the
+            // type checker does not read): the binding resolves its param before any
+            // matchCondition, so without the ConfigMap it refuses every write it matches, and
+            // a claim's spec and finalizers must stay writable.
+            "matchConstraints": {
+                "resourceRules": resource_rules(resource, &["UPDATE"]),
+                "excludeResourceRules": [{
+                    "apiGroups": [resource.group()],
+                    "apiVersions": ["v1"],
+                    "operations": ["UPDATE"],
+                    "resources": [resource.resource()],
+                }],
+            },
             "matchConditions": [
                 {"name": "status-subresource", "expression": "request.subResource == 'status'"},
                 {"name": "health-status-changed", "expression": changed},
@@ -504,12 +519,13 @@ pub fn bindings(action: Action) -> Vec<Value> {
             "spec": {
                 "policyName": writers,
                 "validationActions": [action.as_str()],
-                // No list, no rule (as without --pvc-health-writers); the node rule needs none
-                // beside NodeRestriction, which refuses the same writes first.
+                // A missing ConfigMap refuses every change of a claim's health (the policy's
+                // failurePolicy): allowing would silently turn the list and the node rule off
+                // wherever the ConfigMap is not found. An empty list is "any user but nodes".
                 "paramRef": {
                     "name": WRITERS_CONFIGMAP,
                     "namespace": NAMESPACE,
-                    "parameterNotFoundAction": "Allow",
+                    "parameterNotFoundAction": "Deny",
                 },
             },
         }),
