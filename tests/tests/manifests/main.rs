@@ -36,6 +36,7 @@ use support::{
 };
 
 mod authorizer;
+mod client_certificates;
 mod components;
 mod configurations;
 mod deployment;
