@@ -111,7 +111,7 @@ impl Series {
 
     fn print(&self) {
         println!(
-            "  {:<46}: p50 {:.2} ms, p99 {:.2} ms",
+            "  {:<50}: p50 {:.2} ms, p99 {:.2} ms",
             self.name,
             ms(self.at(0.5)),
             ms(self.at(0.99))
