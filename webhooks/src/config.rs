@@ -151,16 +151,32 @@ pub struct ServeArgs {
     /// Log line format.
     #[arg(long, env = "VOLUME_HEALTH_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
-    /// Time allowed for the TLS handshake and each request's headers; a keep-alive connection
-    /// (HTTP/1.1 or h2) that sends no new request for this long is closed.
+    /// Time allowed for the TLS handshake and for each request's headers, from their first
+    /// byte.
     #[arg(long, env = "VOLUME_HEALTH_HEADER_READ_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
     pub header_read_timeout: Duration,
+    /// A keep-alive connection (HTTP/1.1 or h2) that sends no new request for this long after
+    /// its last answer is closed. Longer than the apiserver's own idle timeout (90 s), so that
+    /// the client closes an idle connection, never the server under a request being written.
+    #[arg(long, env = "VOLUME_HEALTH_IDLE_TIMEOUT", default_value = "120s", value_parser = humantime::parse_duration)]
+    pub idle_timeout: Duration,
     /// Time allowed to receive a request's body (the answer follows without waiting).
     #[arg(long, env = "VOLUME_HEALTH_REQUEST_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
     pub request_timeout: Duration,
-    /// Most connections served at once on each port; further ones wait in the listen backlog.
+    /// Most connections served at once on each port. With all taken, the oldest with no
+    /// request under way (in its handshake, sending its headers, or idle) is closed for a new
+    /// one; with none such, new ones wait in the listen backlog.
     #[arg(long, env = "VOLUME_HEALTH_MAX_CONNECTIONS", default_value_t = 1024)]
     pub max_connections: usize,
+    /// Most connections from one client address on each port. Beyond it, that client's oldest
+    /// connection with no request under way is closed for the new one, or, with none such, the
+    /// new one is: one pod cannot take the slots of the apiserver or of the kubelet's probes.
+    #[arg(
+        long,
+        env = "VOLUME_HEALTH_MAX_CONNECTIONS_PER_PEER",
+        default_value_t = 256
+    )]
+    pub max_connections_per_peer: usize,
     /// After SIGTERM, keep accepting this long (readiness already failing, clients asked to
     /// reconnect): at least the readiness probe's period × failure threshold plus propagation.
     #[arg(long, env = "VOLUME_HEALTH_SHUTDOWN_DELAY", default_value = "5s", value_parser = humantime::parse_duration)]
@@ -209,7 +225,9 @@ impl ServeArgs {
                 request_timeout: self.request_timeout,
             },
             header_read_timeout: self.header_read_timeout,
+            idle_timeout: self.idle_timeout,
             max_connections: self.max_connections,
+            max_connections_per_peer: self.max_connections_per_peer,
             shutdown_delay: self.shutdown_delay,
             shutdown_timeout: self.shutdown_timeout,
         }
@@ -256,6 +274,9 @@ mod tests {
         };
         let config = args.into_config();
         assert_eq!(config.header_read_timeout, Duration::from_secs(10));
+        // Longer than Go's 90 s idle connections, separate from the header timeout.
+        assert_eq!(config.idle_timeout, Duration::from_secs(120));
+        assert_eq!(config.max_connections_per_peer, 256);
         assert_eq!(config.settings.request_timeout, Duration::from_secs(10));
         assert!(config.max_connections > 0);
         // A rotated certificate is served within a minute.
@@ -266,6 +287,8 @@ mod tests {
             "--header-read-timeout=1s",
             "--request-timeout=2s",
             "--max-connections=7",
+            "--max-connections-per-peer=3",
+            "--idle-timeout=95s",
             "--client-ca-file=ca.pem",
             "--tls-reload-interval=200ms",
         ])
@@ -278,6 +301,8 @@ mod tests {
         assert_eq!(config.header_read_timeout, Duration::from_secs(1));
         assert_eq!(config.settings.request_timeout, Duration::from_secs(2));
         assert_eq!(config.max_connections, 7);
+        assert_eq!(config.max_connections_per_peer, 3);
+        assert_eq!(config.idle_timeout, Duration::from_secs(95));
         assert_eq!(config.client_ca_file, Some(PathBuf::from("ca.pem")));
         assert_eq!(config.tls_reload_interval, Duration::from_millis(200));
     }

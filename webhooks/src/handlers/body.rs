@@ -1,16 +1,32 @@
-//! The request body's budget: its size, its time, the bytes held at once by all of them, and
-//! which bodies are too large to decide on the async workers.
+//! The request body's budget: its size, its time, the bytes held at once by all of them and by
+//! each client, and which bodies are too large to decide on the async workers.
+//!
+//! The budget (`--max-in-flight-bytes`) is reserved as a body's bytes arrive, never ahead of
+//! them, so a client that sends headers and no body holds none of it; and one client address
+//! may hold at most half of it ([`PEER_SHARE`]), so a client that sends bodies and then stalls
+//! cannot hold all of it either: a review from another address (the apiserver's, beside a
+//! hostile pod) always finds room. Bodies wait for room first come, first served.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes, HttpBody};
 use axum::response::Response;
 use bytes::BytesMut;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 use super::rejection::Rejection;
+
+/// The address of a request's client, set by the server on every request (absent when a test
+/// drives the router in-process).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PeerAddr(pub(crate) IpAddr);
+
+/// The part of `--max-in-flight-bytes` one client address may hold: a half.
+const PEER_SHARE: u32 = 2;
 
 /// The limits every request body is read within (see [`BodyBudget::read`]).
 #[derive(Clone, Debug)]
@@ -19,12 +35,30 @@ pub(super) struct BodyBudget {
     request_timeout: Duration,
     in_flight: Arc<Semaphore>,
     in_flight_kib: u32,
+    peers: Arc<Peers>,
+}
+
+/// What each client address holds of the budget, in KiB.
+#[derive(Debug, Default)]
+struct Peers {
+    held: Mutex<HashMap<IpAddr, u32>>,
+    /// Told whenever a client's holding shrinks.
+    released: Notify,
+}
+
+impl Peers {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<IpAddr, u32>> {
+        // Plain counts: one left by a panicking thread is still right.
+        self.held
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 /// A request body, with its share of `--max-in-flight-bytes` held until the answer is made.
 pub(super) struct Body_ {
     pub(super) bytes: Bytes,
-    _held: OwnedSemaphorePermit,
+    _held: Held,
 }
 
 /// Bodies larger than this are decided on the blocking pool, so that a large review never holds
@@ -48,6 +82,7 @@ impl BodyBudget {
             request_timeout,
             in_flight: Arc::new(Semaphore::new(in_flight_kib as usize)),
             in_flight_kib,
+            peers: Arc::new(Peers::default()),
         }
     }
 
@@ -56,46 +91,56 @@ impl BodyBudget {
     /// their answer without waiting on anything. A body announced as too large is refused
     /// before it is read.
     ///
-    /// Before reading, the body's length (announced, or else the limit) is reserved under
-    /// `--max-in-flight-bytes`, so the bytes held at once stay bounded whatever the clients
-    /// send.
+    /// The bytes held under `--max-in-flight-bytes` are reserved as the body arrives, never
+    /// ahead of it: the buffer grows (doubling, up to the announced length) only once its bytes
+    /// are here, and its growth is reserved first, within the client's share. A client that
+    /// sends headers and nothing more, on one connection or on a hundred h2 streams, so holds
+    /// nothing of the budget. A body that finds no room waits with its bytes left in its socket
+    /// (flow control stops an h2 client); one still waiting at `--request-timeout` gets 503.
     ///
     /// `tokio::time::timeout` polls the read first and arms its timer only when the body is not
     /// complete yet, so a body that arrived with its headers, as a small review does, never
     /// touches the timer wheel.
-    pub(super) async fn read(&self, body: Body) -> Result<Body_, Rejection> {
+    pub(super) async fn read(&self, peer: Option<IpAddr>, body: Body) -> Result<Body_, Rejection> {
         let limit = self.max_request_bytes;
         let hint = body.size_hint();
         if hint.lower() > u64::try_from(limit).unwrap_or(u64::MAX) {
             return Err(Rejection::TooLarge);
         }
-        let announced = hint
-            .exact()
-            .and_then(|n| usize::try_from(n).ok())
-            .unwrap_or(limit);
+        let announced = hint.exact().and_then(|n| usize::try_from(n).ok());
         let deadline = tokio::time::Instant::now() + self.request_timeout;
-        let reserve = self
-            .in_flight
-            .clone()
-            .acquire_many_owned(kib(announced).min(self.in_flight_kib));
-        let held = match tokio::time::timeout_at(deadline, reserve).await {
-            Ok(Ok(held)) => held,
-            // The semaphore is never closed; no room in time is the one way to get here.
-            Ok(Err(_)) | Err(_) => return Err(Rejection::Busy),
+        let mut held = Held {
+            budget: self.clone(),
+            peer,
+            permit: None,
+            kib: 0,
+            share_kib: 0,
+            waiting: false,
         };
         let read = async {
-            let mut bytes = BytesMut::with_capacity(announced);
+            let mut bytes = BytesMut::new();
             let mut body = Limited::new(body, limit);
             while let Some(frame) = body.frame().await {
-                match frame {
-                    Ok(frame) => {
-                        if let Ok(data) = frame.into_data() {
-                            bytes.extend_from_slice(&data);
-                        }
-                    }
+                let data = match frame {
+                    Ok(frame) => match frame.into_data() {
+                        Ok(data) => data,
+                        Err(_) => continue,
+                    },
                     Err(err) if err.is::<LengthLimitError>() => return Err(Rejection::TooLarge),
                     Err(err) => return Err(Rejection::Read(err)),
+                };
+                let needed = bytes.len() + data.len();
+                if needed > bytes.capacity() {
+                    // Doubling keeps the copies linear; the announced length, when there is
+                    // one, is the most a body may need.
+                    let capacity = needed
+                        .max(bytes.capacity() * 2)
+                        .max(MIN_BUFFER)
+                        .min(announced.unwrap_or(limit).max(needed));
+                    held.grow_to(capacity).await?;
+                    bytes.reserve(capacity - bytes.len());
                 }
+                bytes.extend_from_slice(&data);
             }
             Ok(bytes.freeze())
         };
@@ -104,7 +149,91 @@ impl BodyBudget {
                 bytes: bytes?,
                 _held: held,
             }),
+            Err(_elapsed) if held.waiting => Err(Rejection::Busy),
             Err(_elapsed) => Err(Rejection::TimedOut),
+        }
+    }
+}
+
+/// The smallest buffer a body is read into: a small review fits at once.
+const MIN_BUFFER: usize = 16 * 1024;
+
+/// What a body holds of the budget, and of its client's share; given back when dropped.
+struct Held {
+    budget: BodyBudget,
+    peer: Option<IpAddr>,
+    permit: Option<OwnedSemaphorePermit>,
+    /// KiB of the budget held.
+    kib: u32,
+    /// KiB of the client's share held: as `kib`, or more while the growth waits for the budget.
+    share_kib: u32,
+    /// Waiting for room: at the deadline, the answer is 503, not 408.
+    waiting: bool,
+}
+
+impl Held {
+    /// Holds enough of the budget for a buffer of `capacity` bytes, waiting for room in the
+    /// client's share, then in the budget.
+    async fn grow_to(&mut self, capacity: usize) -> Result<(), Rejection> {
+        let share = (self.budget.in_flight_kib / PEER_SHARE).max(1);
+        let want = kib(capacity).min(share);
+        if want <= self.kib {
+            return Ok(());
+        }
+        self.waiting = true;
+        if let Some(peer) = self.peer {
+            let peers = &self.budget.peers;
+            loop {
+                let released = peers.released.notified();
+                tokio::pin!(released);
+                // Registered before the check, so that a release between the two is seen.
+                released.as_mut().enable();
+                {
+                    let mut held = peers.lock();
+                    let total = held.entry(peer).or_default();
+                    if *total - self.share_kib + want <= share {
+                        *total += want - self.share_kib;
+                        self.share_kib = want;
+                        break;
+                    }
+                }
+                released.await;
+            }
+        }
+        let grown = want - self.kib;
+        let more = self.budget.in_flight.clone();
+        // The semaphore is never closed.
+        let acquired = more.acquire_many_owned(grown).await;
+        let Ok(permit) = acquired else {
+            return Err(Rejection::Busy);
+        };
+        self.waiting = false;
+        match &mut self.permit {
+            Some(held) => held.merge(permit),
+            None => self.permit = Some(permit),
+        }
+        self.kib = want;
+        Ok(())
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let Some(peer) = self.peer else { return };
+        let peers = &self.budget.peers;
+        let mut held = peers.lock();
+        // What the share was given: the permit's KiB, and the growth that may have been
+        // waiting for its permit when the read ended.
+        let given = held.get(&peer).copied().unwrap_or(0);
+        let mine = self.share_kib.min(given);
+        if given == mine {
+            held.remove(&peer);
+        } else {
+            held.insert(peer, given - mine);
+        }
+        drop(held);
+        if mine > 0 {
+            peers.released.notify_waiters();
         }
     }
 }

@@ -5,12 +5,13 @@
 
 use std::time::{Duration, Instant};
 
+use axum::Extension;
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 
-use super::body::off_workers_when_large;
+use super::body::{PeerAddr, off_workers_when_large};
 use super::rejection::{Rejection, json_response};
 use super::state::WebhookState;
 
@@ -37,8 +38,13 @@ pub(super) trait Reviewed {
 }
 
 /// The skeleton of every endpoint: read the body, decide, log, count, answer.
-pub(super) async fn serve<E: Endpoint>(State(state): State<WebhookState>, body: Body) -> Response {
-    let body = state.bodies.read(body).await;
+pub(super) async fn serve<E: Endpoint>(
+    State(state): State<WebhookState>,
+    peer: Option<Extension<PeerAddr>>,
+    body: Body,
+) -> Response {
+    let peer = peer.map(|Extension(PeerAddr(ip))| ip);
+    let body = state.bodies.read(peer, body).await;
     off_workers_when_large(&state, body, |state, body| {
         let started = Instant::now();
         let decided = body.and_then(|body| {

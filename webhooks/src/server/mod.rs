@@ -14,7 +14,7 @@ use std::time::Duration;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
-use self::connections::{Listener, Port, Transport};
+use self::connections::{Limits, Listener, Port, Timeouts, Transport};
 use crate::handlers::{Settings, router};
 use crate::health::{self, Readiness};
 use crate::metrics::Metrics;
@@ -51,12 +51,19 @@ pub struct ServeConfig {
     pub tls_reload_interval: Duration,
     /// Handler settings.
     pub settings: Settings,
-    /// Time allowed for the TLS handshake and for each HTTP/1.1 request's headers (on both
-    /// ports); a keep-alive connection, HTTP/1.1 or h2, that sends no new request for this long
-    /// is closed.
+    /// Time allowed for the TLS handshake and for each request's head, from its first byte (on
+    /// both ports).
     pub header_read_timeout: Duration,
-    /// Most connections served at once on each port; further ones wait in the listen backlog.
+    /// A keep-alive connection, HTTP/1.1 or h2, with no request for this long after its last
+    /// answer is closed; longer than the apiserver's own 90 s, so that the client closes first.
+    pub idle_timeout: Duration,
+    /// Most connections served at once on each port. With all taken, the oldest with no
+    /// request under way is closed for a new one; with none such, new ones wait in the listen
+    /// backlog.
     pub max_connections: usize,
+    /// Most connections of one client address on each port; beyond it, its oldest with no
+    /// request under way is closed for the new one, or, with none such, the new one is.
+    pub max_connections_per_peer: usize,
     /// After the drain starts, how long to keep accepting, and asking every client to
     /// reconnect, while endpoints stop routing here: at least the readiness probe's period ×
     /// failure threshold plus the time load balancers take to follow the endpoints.
@@ -214,15 +221,15 @@ impl Server {
         );
         let app = router(&config.settings, metrics.clone());
         let health_app = health::router(readiness.clone(), metrics.clone());
-        let port = |listener, transport, app| {
-            Port::new(
-                listener,
-                transport,
-                app,
-                config.header_read_timeout,
-                config.max_connections,
-            )
+        let timeouts = Timeouts {
+            header: config.header_read_timeout,
+            idle: config.idle_timeout,
         };
+        let limits = Limits {
+            connections: config.max_connections,
+            per_peer: config.max_connections_per_peer,
+        };
+        let port = |listener, transport, app| Port::new(listener, transport, app, timeouts, limits);
         let mut health = port(health, Transport::Plain, health_app);
         // The health port and the certificate watcher serve until the webhooks are drained.
         let drained = CancellationToken::new();

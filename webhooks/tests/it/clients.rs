@@ -102,14 +102,15 @@ async fn header_read_timeout_cuts_slow_clients() {
 }
 
 /// A keep-alive connection that made a request and then sends nothing more is closed after
-/// the header timeout (1 s here), over HTTP/1.1 and h2 alike, so that idle clients do not keep
-/// connection slots; it answered its request first.
+/// the idle timeout (3 s here), not the header timeout (1 s), over HTTP/1.1 and h2 alike: the
+/// client, whose own idle timeout is shorter, closes it first, and an idle client still does
+/// not keep its slot for ever. It answered its request first.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn idle_keep_alive_connections_are_closed_after_the_header_timeout() {
+async fn idle_keep_alive_connections_are_closed_after_the_idle_timeout() {
     use http_body_util::{BodyExt, Full};
     use hyper_util::rt::{TokioExecutor, TokioIo};
 
-    let f = start(|_| {}).await;
+    let f = start(|c| c.idle_timeout = Duration::from_secs(3)).await;
     for alpn in [b"http/1.1".as_slice(), b"h2".as_slice()] {
         let client = client_config(&f.ca_pem, None, &[alpn]);
         let tls = tls_connect(f.server.secure, &client, "localhost")
@@ -153,7 +154,11 @@ async fn idle_keep_alive_connections_are_closed_after_the_header_timeout() {
         let idle = Instant::now();
         let closed = tokio::time::timeout(Duration::from_secs(10), connection).await;
         assert!(closed.is_ok(), "{alpn:?}: still open after 10 s idle");
-        assert_cut(&format!("idle after a request ({alpn:?})"), idle.elapsed());
+        let took = idle.elapsed();
+        assert!(
+            took >= Duration::from_millis(2500) && took < Duration::from_secs(6),
+            "{alpn:?}: idle connection closed after {took:?}, expected the 3 s idle timeout"
+        );
         drop((h1_sender, h2_sender));
     }
     f.server.stop().await;
@@ -291,29 +296,50 @@ async fn hundreds_of_idle_and_half_sent_connections_do_not_delay_a_normal_reques
     f.server.stop().await;
 }
 
-/// `--max-connections`: with every slot held by a silent client, a new connection waits in
-/// the backlog; it is served, not refused, once the header timeout frees a slot.
+/// `--max-connections`: with every slot held by a silent client, a new connection closes the
+/// oldest of them and is served at once; with every slot held by a request under way, it waits
+/// in the backlog, and is served, not refused, once a request ends (its 408 here).
 #[tokio::test]
-async fn connections_beyond_the_limit_wait_for_a_slot() {
+async fn connections_beyond_the_limit_close_the_oldest_idle_one_or_wait() {
     let f = start(|c| {
         c.max_connections = 4;
-        c.header_read_timeout = Duration::from_secs(1);
+        c.header_read_timeout = Duration::from_secs(30);
+        c.settings.request_timeout = Duration::from_secs(1);
     })
     .await;
     let addr = f.server.secure;
-    // Below the limit, no waiting.
+    let mut silent = Vec::new();
+    for _ in 0..4 {
+        silent.push(TcpStream::connect(addr).await.unwrap());
+    }
     let started = Instant::now();
     let answer = post(addr, &f.client, "/validate", support::valid_review())
         .await
         .unwrap();
     assert_allowed(&answer);
-    assert!(started.elapsed() < Duration::from_millis(900));
+    let took = started.elapsed();
+    assert!(took < Duration::from_millis(900), "served after {took:?}");
+    let (_, closed_after) = until_closed(&mut silent[0]).await;
+    assert!(
+        closed_after < Duration::from_secs(2),
+        "the oldest silent connection is still open after {closed_after:?}"
+    );
+    drop(silent);
+    f.server.stop().await;
 
-    let mut silent = Vec::new();
+    // Four requests under way hold every slot: none of them is closed for the next one.
+    let f = start(|c| {
+        c.max_connections = 4;
+        c.header_read_timeout = Duration::from_secs(30);
+        c.settings.request_timeout = Duration::from_secs(2);
+    })
+    .await;
+    let addr = f.server.secure;
+    let h1 = client_config(&f.ca_pem, None, &[b"http/1.1"]);
+    let mut under_way = Vec::new();
     for _ in 0..4 {
-        silent.push(TcpStream::connect(addr).await.unwrap());
+        under_way.push(support::request_in_flight(addr, &h1).await);
     }
-    // The backlog is first come, first served: the next connection waits behind these.
     let started = Instant::now();
     let answer = post(addr, &f.client, "/validate", support::valid_review())
         .await
@@ -321,11 +347,35 @@ async fn connections_beyond_the_limit_wait_for_a_slot() {
     let took = started.elapsed();
     assert_allowed(&answer);
     assert!(
-        took >= Duration::from_millis(500),
+        took >= Duration::from_millis(1000),
         "served after {took:?}: the limit did not hold"
     );
     assert!(took < Duration::from_secs(5), "{took:?}");
-    drop(silent);
+    drop(under_way);
+    f.server.stop().await;
+}
+
+/// The health port has the same `--max-connections` bound, and a probe beyond it closes the
+/// oldest silent connection: it is answered at once.
+#[tokio::test]
+async fn health_port_connections_beyond_the_limit_close_the_oldest_idle_one() {
+    let f = start(|c| {
+        c.max_connections = 4;
+        c.header_read_timeout = Duration::from_secs(30);
+    })
+    .await;
+    let health = f.server.health;
+    let mut silent = Vec::new();
+    for _ in 0..4 {
+        silent.push(TcpStream::connect(health).await.unwrap());
+    }
+    let started = Instant::now();
+    let (status, _) = support::http_get(health, "/healthz").await.unwrap();
+    let took = started.elapsed();
+    assert_eq!(status, 200);
+    assert!(took < Duration::from_millis(900), "answered after {took:?}");
+    let (_, closed_after) = until_closed(&mut silent[0]).await;
+    assert!(closed_after < Duration::from_secs(2), "{closed_after:?}");
     f.server.stop().await;
 }
 
@@ -356,38 +406,5 @@ async fn health_port_cuts_slow_clients_and_still_answers_probes() {
         took < Duration::from_secs(5),
         "silent client kept for {took:?}"
     );
-    f.server.stop().await;
-}
-
-/// The health port has the same `--max-connections` bound: with every slot held by a silent
-/// client, a probe waits in the backlog and is answered once the header timeout frees a slot.
-#[tokio::test]
-async fn health_port_connections_beyond_the_limit_wait_for_a_slot() {
-    let f = start(|c| {
-        c.max_connections = 4;
-        c.header_read_timeout = Duration::from_secs(1);
-    })
-    .await;
-    let health = f.server.health;
-    let started = Instant::now();
-    let (status, _) = support::http_get(health, "/healthz").await.unwrap();
-    assert_eq!(status, 200);
-    assert!(started.elapsed() < Duration::from_millis(900));
-
-    let mut silent = Vec::new();
-    for _ in 0..4 {
-        silent.push(TcpStream::connect(health).await.unwrap());
-    }
-    // The backlog is first come, first served: the next connection waits behind these.
-    let started = Instant::now();
-    let (status, _) = support::http_get(health, "/healthz").await.unwrap();
-    let took = started.elapsed();
-    assert_eq!(status, 200);
-    assert!(
-        took >= Duration::from_millis(500),
-        "answered after {took:?}: the limit did not hold"
-    );
-    assert!(took < Duration::from_secs(5), "{took:?}");
-    drop(silent);
     f.server.stop().await;
 }

@@ -29,6 +29,7 @@ async fn start(tune: impl FnOnce(&mut ServeConfig)) -> Fixture {
     let mut config = support::config(CertSource::Files(files));
     // Long enough that only the drain closes connections here.
     config.header_read_timeout = Duration::from_secs(30);
+    config.idle_timeout = Duration::from_secs(30);
     config.settings.request_timeout = Duration::from_secs(30);
     tune(&mut config);
     Fixture {
@@ -302,7 +303,7 @@ async fn drain_sends_h2_clients_a_goaway_and_serves_their_reconnects() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unused_keep_alive_connection_ends_at_its_idle_timeout() {
     let f = start(|c| {
-        c.header_read_timeout = Duration::from_secs(2);
+        c.idle_timeout = Duration::from_secs(2);
         c.shutdown_delay = Duration::from_millis(200);
         c.shutdown_timeout = Duration::from_secs(5);
     })

@@ -301,7 +301,9 @@ pub(crate) fn config(certs: CertSource) -> ServeConfig {
         tls_reload_interval: Duration::from_millis(200),
         settings: settings(),
         header_read_timeout: Duration::from_secs(1),
+        idle_timeout: Duration::from_secs(1),
         max_connections: 4096,
+        max_connections_per_peer: 4096,
         shutdown_delay: Duration::ZERO,
         shutdown_timeout: Duration::from_secs(5),
     }
