@@ -27,6 +27,8 @@ pub struct Cli {
 }
 
 /// Subcommands.
+// Parsed once, at start: the size of the flags of `serve` costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve /mutate, /validate and /authorize over TLS, and health on a plain-HTTP port.
@@ -188,6 +190,11 @@ pub struct ServeArgs {
     /// How often the certificate files are checked for changes.
     #[arg(long, env = "VOLUME_HEALTH_TLS_RELOAD_INTERVAL", default_value = "10s", value_parser = humantime::parse_duration)]
     pub tls_reload_interval: Duration,
+    /// The name clients reach the server by (the Service's DNS name,
+    /// `<service>.<namespace>.svc`). A reloaded certificate that does not name it is not served
+    /// (nor one expired, not yet valid, or not for serving, checked with or without it).
+    #[arg(long, env = "VOLUME_HEALTH_TLS_SERVER_NAME")]
+    pub tls_server_name: Option<String>,
 }
 
 impl ServeArgs {
@@ -212,6 +219,7 @@ impl ServeArgs {
             certs,
             client_ca_file: self.client_ca_file,
             tls_reload_interval: self.tls_reload_interval,
+            tls_server_name: self.tls_server_name,
             settings: Settings {
                 gates: FeatureGates::from_flags(self.feature_gates),
                 authz_deny_on_mismatch: self.authz_deny_on_mismatch,

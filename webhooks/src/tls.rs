@@ -71,6 +71,14 @@ pub enum TlsError {
     /// Certificate generation failed.
     #[error("failed to generate a self-signed certificate")]
     Generate(#[source] rcgen::Error),
+    /// A pair that loads, but whose certificate a client would refuse.
+    #[error("{path} is not a serving certificate to use: {why}")]
+    Unservable {
+        /// The certificate file.
+        path: PathBuf,
+        /// What is wrong with it.
+        why: String,
+    },
 }
 
 /// The cryptography in use: ring, as one provider for every rustls object.
@@ -129,6 +137,86 @@ pub fn certified_key(
     })
 }
 
+/// Checks that a client would accept `key`'s leaf from this server: valid now (between its
+/// `notBefore` and `notAfter`), for serving (its extended key usage, when it has one, includes
+/// `serverAuth` or any), and, when `server_name` is given, naming it (a DNS name of its subject
+/// alternative names, `*.` wildcards matching one label, or an IP address written as text).
+/// Without a `server_name` no name is checked: the server does not know by which name its
+/// clients reach it (a Service's DNS name, an IP in a webhook URL).
+pub fn check_servable(
+    files: &CertificateFiles,
+    key: &CertifiedKey,
+    server_name: Option<&str>,
+) -> Result<(), TlsError> {
+    let unservable = |why: String| TlsError::Unservable {
+        path: files.cert.clone(),
+        why,
+    };
+    let leaf = key
+        .cert
+        .first()
+        .ok_or_else(|| unservable("no certificate".to_owned()))?;
+    let (_, cert) = x509_parser::parse_x509_certificate(leaf.as_ref())
+        .map_err(|err| unservable(format!("the leaf is not X.509: {err}")))?;
+    let validity = cert.validity();
+    if !validity.is_valid() {
+        return Err(unservable(format!(
+            "valid from {} to {}, not now",
+            validity.not_before, validity.not_after
+        )));
+    }
+    let eku = cert
+        .extended_key_usage()
+        .map_err(|err| unservable(format!("its extended key usage does not parse: {err}")))?;
+    if let Some(eku) = eku {
+        if !(eku.value.server_auth || eku.value.any) {
+            return Err(unservable(
+                "its extended key usage does not include serverAuth".to_owned(),
+            ));
+        }
+    }
+    let Some(name) = server_name else {
+        return Ok(());
+    };
+    let sans = cert
+        .subject_alternative_name()
+        .map_err(|err| unservable(format!("its subject alternative names do not parse: {err}")))?;
+    let names = sans
+        .map(|sans| sans.value.general_names.clone())
+        .unwrap_or_default();
+    let wanted_ip: Option<std::net::IpAddr> = name.parse().ok();
+    let named = names.iter().any(|general| match general {
+        x509_parser::extensions::GeneralName::DNSName(dns) => dns_matches(dns, name),
+        x509_parser::extensions::GeneralName::IPAddress(bytes) => {
+            wanted_ip.is_some_and(|ip| match ip {
+                std::net::IpAddr::V4(v4) => *bytes == v4.octets().as_slice(),
+                std::net::IpAddr::V6(v6) => *bytes == v6.octets().as_slice(),
+            })
+        }
+        _ => false,
+    });
+    if named {
+        Ok(())
+    } else {
+        Err(unservable(format!(
+            "its subject alternative names do not include --tls-server-name {name:?}"
+        )))
+    }
+}
+
+/// Whether the certificate's DNS name `pattern` names `host`, as a TLS client matches it: case
+/// aside, equal, or a `*.` wildcard standing for exactly one leftmost label.
+fn dns_matches(pattern: &str, host: &str) -> bool {
+    let (pattern, host) = (pattern.to_ascii_lowercase(), host.to_ascii_lowercase());
+    let host = host.trim_end_matches('.');
+    match pattern.strip_prefix("*.") {
+        Some(suffix) => host
+            .split_once('.')
+            .is_some_and(|(label, rest)| !label.is_empty() && rest == suffix),
+        None => pattern.trim_end_matches('.') == host,
+    }
+}
+
 /// Serves whatever certificate it holds now; swapped atomically on reload, so handshakes in
 /// flight keep the pair they started with.
 #[derive(Debug)]
@@ -180,8 +268,10 @@ pub fn load(files: &CertificateFiles) -> Result<(ReloadingResolver, PairContents
     Ok((resolver, (cert, key)))
 }
 
-/// Polls `files` every `interval` and serves a changed pair once it parses; a broken pair is
-/// logged and counted once per change, and the last good pair stays in service.
+/// Polls `files` every `interval` and serves a changed pair once it parses and a client would
+/// accept it ([`check_servable`]: valid now, for serving, naming `server_name` when given); a
+/// broken or unservable pair is logged and counted once per change, and the last good pair
+/// stays in service.
 ///
 /// Polling the contents, rather than watching inodes, catches both an in-place rewrite and the
 /// way kubelet updates a Secret volume (a new timestamped directory and an atomic swap of the
@@ -195,6 +285,7 @@ pub fn load(files: &CertificateFiles) -> Result<(ReloadingResolver, PairContents
 /// `loaded` is what the resolver serves now, as read from the files.
 pub async fn watch(
     files: CertificateFiles,
+    server_name: Option<String>,
     loaded: PairContents,
     resolver: Arc<ReloadingResolver>,
     interval: Duration,
@@ -202,6 +293,7 @@ pub async fn watch(
     stop: CancellationToken,
 ) {
     let mut state = ReloadState::new(loaded);
+    state.server_name = server_name;
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -267,6 +359,8 @@ struct ReloadState {
     last: PairContents,
     /// Contents that did not load on the previous poll and are not reported yet.
     unsettled: Option<PairContents>,
+    /// `--tls-server-name`: the name a new certificate must carry.
+    server_name: Option<String>,
 }
 
 impl ReloadState {
@@ -274,6 +368,7 @@ impl ReloadState {
         ReloadState {
             last: loaded,
             unsettled: None,
+            server_name: None,
         }
     }
 
@@ -282,7 +377,11 @@ impl ReloadState {
             self.unsettled = None;
             return Reload::Unchanged;
         }
-        match certified_key(files, &contents.0, &contents.1) {
+        let servable = certified_key(files, &contents.0, &contents.1).and_then(|key| {
+            check_servable(files, &key, self.server_name.as_deref())?;
+            Ok(key)
+        });
+        match servable {
             Ok(key) => {
                 self.last = contents;
                 self.unsettled = None;
@@ -494,5 +593,85 @@ mod tests {
             Reload::NotYet(_)
         ));
         assert!(matches!(state.observe(&files(), b), Reload::Broken(_)));
+    }
+
+    /// A pair for `names`, tuned by `tune`.
+    fn pair_with(names: &[&str], tune: impl FnOnce(&mut rcgen::CertificateParams)) -> PairContents {
+        let key_pair = rcgen::KeyPair::generate().expect("generates");
+        let mut params = rcgen::CertificateParams::new(
+            names.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>(),
+        )
+        .expect("valid names");
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+        tune(&mut params);
+        let cert = params.self_signed(&key_pair).expect("signs");
+        (
+            cert.pem().into_bytes(),
+            key_pair.serialize_pem().into_bytes(),
+        )
+    }
+
+    /// A certificate a client would refuse is never served: expired, not yet valid, for
+    /// clients only, or without `--tls-server-name` among its names. The old pair stays, and
+    /// the failure is reported (on the second poll, as for any pair that does not load).
+    #[test]
+    fn a_certificate_clients_would_refuse_is_not_served() {
+        let name = "volume-health-webhook.volume-health.svc";
+        let good = pair_with(&[name], |_| {});
+        let cases: Vec<(&str, PairContents)> = vec![
+            (
+                "expired",
+                pair_with(&[name], |p| {
+                    p.not_before = rcgen::date_time_ymd(2020, 1, 1);
+                    p.not_after = rcgen::date_time_ymd(2021, 1, 1);
+                }),
+            ),
+            (
+                "not yet valid",
+                pair_with(&[name], |p| {
+                    p.not_before = rcgen::date_time_ymd(2090, 1, 1);
+                    p.not_after = rcgen::date_time_ymd(2091, 1, 1);
+                }),
+            ),
+            (
+                "client only",
+                pair_with(&[name], |p| {
+                    p.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+                }),
+            ),
+            ("another name", pair_with(&["other.example.com"], |_| {})),
+        ];
+        for (what, bad) in cases {
+            let mut state = ReloadState::new(good.clone());
+            state.server_name = Some(name.to_owned());
+            assert!(
+                matches!(state.observe(&files(), bad.clone()), Reload::NotYet(_)),
+                "{what}"
+            );
+            match state.observe(&files(), bad) {
+                Reload::Broken(err) => {
+                    assert!(matches!(err, TlsError::Unservable { .. }), "{what}: {err}");
+                    eprintln!("{what}: {}", crate::error_chain(&err));
+                }
+                other => panic!("{what}: {other:?}"),
+            }
+        }
+        // The same name, a wildcard for it, or no name asked: served.
+        let wildcard = pair_with(&["*.volume-health.svc"], |_| {});
+        for (contents, server_name) in [
+            (pair_with(&[name], |_| {}), Some(name)),
+            (wildcard.clone(), Some(name)),
+            (wildcard, None),
+            (pair_with(&["127.0.0.1"], |_| {}), Some("127.0.0.1")),
+        ] {
+            let mut state = ReloadState::new(good.clone());
+            state.server_name = server_name.map(str::to_owned);
+            assert!(matches!(
+                state.observe(&files(), contents),
+                Reload::Serve(_)
+            ));
+        }
+        assert!(!dns_matches("*.svc", "a.b.svc"));
+        assert!(dns_matches("Webhook.NS.svc", "webhook.ns.svc."));
     }
 }

@@ -49,6 +49,9 @@ pub struct ServeConfig {
     pub client_ca_file: Option<PathBuf>,
     /// How often the certificate files are checked for changes.
     pub tls_reload_interval: Duration,
+    /// The name clients reach the server by; a reloaded certificate that does not name it is
+    /// not served. `None`: no name is checked.
+    pub tls_server_name: Option<String>,
     /// Handler settings.
     pub settings: Settings,
     /// Time allowed for the TLS handshake and for each request's head, from its first byte (on
@@ -257,6 +260,7 @@ impl Server {
                 let interval = config.tls_reload_interval;
                 tls::watch(
                     files.clone(),
+                    config.tls_server_name.clone(),
                     loaded,
                     resolver,
                     interval,

@@ -299,6 +299,7 @@ pub(crate) fn config(certs: CertSource) -> ServeConfig {
         certs,
         client_ca_file: None,
         tls_reload_interval: Duration::from_millis(200),
+        tls_server_name: None,
         settings: settings(),
         header_read_timeout: Duration::from_secs(1),
         idle_timeout: Duration::from_secs(1),
