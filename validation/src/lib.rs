@@ -65,7 +65,8 @@
 //! by list, their limits, [`rules::ConditionIdentity`]), [`restriction`] (the node rules and
 //! their texts), [`admission`] (the verdict's parts and errors), [`field`] (paths and error
 //! kinds), [`status`] (the `Status` an apiserver answers with), [`identity`] (node users),
-//! [`error`] (an error and its causes on one line).
+//! [`error`] (an error and its causes on one line), [`repair`] (the smallest change that makes
+//! a report valid, and for writers a no-op test and transition times carried over).
 //!
 //! This crate selects no k8s-openapi version: the program that depends on it enables `v1_37` or
 //! later, as k8s-openapi asks of libraries.
@@ -77,6 +78,7 @@ pub mod error;
 pub mod field;
 pub mod identity;
 mod render;
+pub mod repair;
 mod resource;
 pub mod restriction;
 pub mod rules;

@@ -166,34 +166,34 @@ pub(crate) fn typed_storage_health(
 }
 
 fn volume_conditions(conditions: &[VolumeHealthCondition]) -> RawList<'_, VolumeConditionView<'_>> {
-    RawList::from_items(
-        conditions
-            .iter()
-            .map(|c| VolumeConditionView {
-                status: Cow::Borrowed(&c.status),
-                reason: Cow::Borrowed(&c.reason),
-                message: text(c.message.as_ref()),
-            })
-            .collect(),
-    )
+    RawList::from_items(conditions.iter().map(volume_condition_view).collect())
+}
+
+/// One volume condition as the rules read it.
+pub(crate) fn volume_condition_view(c: &VolumeHealthCondition) -> VolumeConditionView<'_> {
+    VolumeConditionView {
+        status: Cow::Borrowed(&c.status),
+        reason: Cow::Borrowed(&c.reason),
+        message: text(c.message.as_ref()),
+    }
 }
 
 fn storage_conditions(
     conditions: &[StorageHealthCondition],
 ) -> RawList<'_, StorageConditionView<'_>> {
-    RawList::from_items(
-        conditions
-            .iter()
-            .map(|c| StorageConditionView {
-                status: Cow::Borrowed(&c.status),
-                reason: Cow::Borrowed(&c.reason),
-                message: text(c.message.as_ref()),
-                access_mode: text(c.access_mode.as_ref()),
-                volume_mode: text(c.volume_mode.as_ref()),
-                last_transition_time: time(c.last_transition_time.as_ref()),
-            })
-            .collect(),
-    )
+    RawList::from_items(conditions.iter().map(storage_condition_view).collect())
+}
+
+/// One storage condition as the rules read it.
+pub(crate) fn storage_condition_view(c: &StorageHealthCondition) -> StorageConditionView<'_> {
+    StorageConditionView {
+        status: Cow::Borrowed(&c.status),
+        reason: Cow::Borrowed(&c.reason),
+        message: text(c.message.as_ref()),
+        access_mode: text(c.access_mode.as_ref()),
+        volume_mode: text(c.volume_mode.as_ref()),
+        last_transition_time: time(c.last_transition_time.as_ref()),
+    }
 }
 
 fn meta(metadata: &ObjectMeta) -> MetaView<'_> {

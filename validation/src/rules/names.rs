@@ -71,7 +71,6 @@ pub(crate) fn dns1123_subdomain_errors(name: &str) -> Vec<&'static str> {
 
 /// Whether `name` passes `ValidateCSIDriverName`: non-empty, at most 63 bytes, and a DNS-1123
 /// subdomain once lower-cased (as Go lower-cases, see [`go_to_lower`]).
-#[cfg(test)]
 pub(crate) fn is_csi_driver_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= CSI_DRIVER_NAME_MAX_LEN
