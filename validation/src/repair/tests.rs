@@ -878,3 +878,28 @@ fn transition_times_carried_over() {
         .collect();
     assert_eq!(times, [Some(at(4)), Some(at(1000)), Some(at(3))]);
 }
+
+/// Lists of any length are repaired in linear time: repeats are found by hashing, never by
+/// comparing pairs (100 000 items compared pairwise would take minutes in a debug build).
+#[test]
+fn long_lists_are_repaired_in_linear_time() {
+    let n = 100_000;
+    let new = claim(vec![cond("Degraded", "A"); n]);
+    let old = claim((0..n).map(|i| cond("Degraded", &format!("R{i}"))).collect());
+    let mut repaired = new.clone();
+    let repairs = repair_pvc(&mut repaired, Some(&old));
+    assert_eq!(repairs.len(), n - 1);
+    assert_eq!(claim_conditions(&repaired), [cond("Degraded", "A")]);
+
+    let entries = (0..n).map(|i| entry(if i % 2 == 0 { "data" } else { "" }, vec![]));
+    let mut repaired = pod(&["data"], entries.collect());
+    let repairs = repair_pod(&mut repaired, None);
+    assert_eq!(repairs.len(), n - 1);
+    assert_eq!(pod_entries(&repaired), [entry("data", vec![])]);
+
+    let drivers = (0..n).map(|i| driver(&format!("d{}.example", i % 1000), vec![]));
+    let mut repaired = node(drivers.collect());
+    let repairs = repair_csinode(&mut repaired, None);
+    assert_eq!(repairs.len(), n - 1000);
+    assert_eq!(validate_csinode(&repaired, None), vec![]);
+}
