@@ -336,7 +336,6 @@ pub fn repair_storage_health(
             }
         })
         .collect();
-    drop(seen);
     entries.drop_marked(verdicts, &path, &mut repairs);
     let old_entries = first_by_name(old.unwrap_or_default(), |e| &e.name);
     for (entry, &i) in entries.items.iter_mut().zip(&entries.origin) {
@@ -450,7 +449,6 @@ fn repair_volume_conditions(
     if same_list(Some(&views), stored.as_ref()) {
         return;
     }
-    drop(views);
     let mut stored: HashMap<(&str, &str), &VolumeHealthCondition> = HashMap::new();
     for condition in old.unwrap_or_default() {
         stored
@@ -482,7 +480,6 @@ fn repair_volume_conditions(
                 .then_some(RepairKind::DuplicateCondition)
         })
         .collect();
-    drop(seen);
     list.drop_marked(verdicts, path, repairs);
     list.cap(MAX_HEALTH_CONDITIONS, path, repairs);
     for (condition, &i) in list.items.iter_mut().zip(&list.origin) {
@@ -545,7 +542,6 @@ fn repair_storage_conditions(
                 (!seen.insert(identity)).then_some(RepairKind::IndistinctCondition)
             })
             .collect();
-        drop(seen);
         list.drop_marked(verdicts, path, repairs);
     }
     list.cap(MAX_HEALTH_CONDITIONS, path, repairs);
