@@ -47,6 +47,7 @@ use volume_health_validation::{HealthResource, RestrictionPolicy, UserInfo};
 pub mod drop_on_save;
 mod input;
 mod object;
+pub mod repair;
 mod report;
 
 pub use input::{Format, InputError, Located, PathError, Position, Source, sources};

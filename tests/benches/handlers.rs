@@ -32,6 +32,7 @@ fn server() -> Router {
         pvc_health_writers: None,
         storage_condition_identity: Default::default(),
         enforcement_action: EnforcementAction::Deny,
+        repair: false,
         max_request_bytes: MAX_REQUEST_BYTES,
         max_in_flight_bytes: 64 * MAX_REQUEST_BYTES,
         request_timeout: Duration::from_secs(10),

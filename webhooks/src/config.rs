@@ -126,10 +126,28 @@ pub struct ServeArgs {
         value_parser = go_bool
     )]
     pub storage_health_unique_conditions: bool,
-    /// Usernames allowed to change PVC status.healthStatus (comma-separated); empty: any
-    /// user but nodes.
-    #[arg(long, env = "VOLUME_HEALTH_PVC_HEALTH_WRITERS", value_delimiter = ',')]
+    /// Usernames allowed to change PVC status.healthStatus (comma-separated); not given: any
+    /// user but nodes. A blank entry is refused: a list that names nobody would refuse every
+    /// writer, and one with a stray comma would silently mean another list.
+    #[arg(long, env = "VOLUME_HEALTH_PVC_HEALTH_WRITERS", value_delimiter = ',', value_parser = writer)]
     pub pvc_health_writers: Vec<String>,
+    /// On `/mutate`, rewrite a status write that in-tree validation or this project's storage
+    /// condition rule would refuse, and that its writer would retry for ever, into the nearest
+    /// write they accept (later duplicates, conditions past the 16th, conditions that can never
+    /// be valid and entries naming no volume dropped, messages cut to 1024 bytes), with a
+    /// warning, an audit annotation and a metric for each kind of repair. Off by default. Takes
+    /// what Go's `strconv.ParseBool` takes.
+    #[arg(
+        long,
+        env = "VOLUME_HEALTH_REPAIR",
+        action = ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_value = "false",
+        default_missing_value = "true",
+        value_parser = go_bool
+    )]
+    pub repair: bool,
     /// What /validate does with a review that field validation refuses: `deny` it, allow it
     /// with the errors as warnings (`warn`), or allow it and only log and count it (`dryrun`).
     /// Node restriction always denies.
@@ -200,12 +218,7 @@ pub struct ServeArgs {
 impl ServeArgs {
     /// The server configuration these flags describe.
     pub fn into_config(self) -> ServeConfig {
-        let writers: HashSet<String> = self
-            .pvc_health_writers
-            .into_iter()
-            .map(|w| w.trim().to_owned())
-            .filter(|w| !w.is_empty())
-            .collect();
+        let writers: HashSet<String> = self.pvc_health_writers.into_iter().collect();
         let certs = match (self.tls_cert_file, self.tls_private_key_file) {
             (Some(cert), Some(key)) => CertSource::Files(CertificateFiles { cert, key }),
             _ => CertSource::SelfSigned {
@@ -228,6 +241,7 @@ impl ServeArgs {
                 ),
                 pvc_health_writers: (!writers.is_empty()).then_some(writers),
                 enforcement_action: self.enforcement_action,
+                repair: self.repair,
                 max_request_bytes: self.max_request_bytes,
                 max_in_flight_bytes: self.max_in_flight_bytes,
                 request_timeout: self.request_timeout,
@@ -240,6 +254,15 @@ impl ServeArgs {
             shutdown_timeout: self.shutdown_timeout,
         }
     }
+}
+
+/// One user of `--pvc-health-writers`, trimmed; a blank one is refused.
+fn writer(s: &str) -> Result<String, String> {
+    let name = s.trim();
+    if name.is_empty() {
+        return Err("a blank entry names nobody; list usernames separated by commas".to_owned());
+    }
+    Ok(name.to_owned())
 }
 
 /// A boolean flag's value, as Go's `strconv.ParseBool` reads it.
@@ -330,7 +353,7 @@ mod tests {
             "serve",
             "--feature-gates=CSIVolumeHealth=true",
             "--authz-deny-on-mismatch",
-            "--pvc-health-writers=a, b,",
+            "--pvc-health-writers=a, b",
             "--tls-cert-file=c.pem",
             "--tls-private-key-file=k.pem",
             "--shutdown-delay=1500ms",
@@ -351,6 +374,28 @@ mod tests {
         );
         assert_eq!(config.shutdown_delay, Duration::from_millis(1500));
         assert!(matches!(config.certs, CertSource::Files(_)));
+    }
+
+    #[test]
+    fn a_writer_list_must_name_someone() {
+        for blank in ["", " ", "a,,b", "a, ", ","] {
+            let flag = format!("--pvc-health-writers={blank}");
+            let err = parse(&["serve", flag.as_str()]).unwrap_err();
+            assert!(err.to_string().contains("names nobody"), "{blank:?}: {err}");
+        }
+        let c = config(&["--pvc-health-writers= a , b"]);
+        assert_eq!(
+            c.settings.pvc_health_writers,
+            Some(HashSet::from(["a", "b"].map(str::to_owned)))
+        );
+    }
+
+    #[test]
+    fn repair_is_off_unless_asked_for() {
+        assert!(!config(&[]).settings.repair);
+        assert!(config(&["--repair"]).settings.repair);
+        assert!(config(&["--repair=true"]).settings.repair);
+        assert!(!config(&["--repair=false"]).settings.repair);
     }
 
     fn config(args: &[&str]) -> ServeConfig {

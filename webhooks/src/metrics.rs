@@ -47,6 +47,12 @@ struct ViolationLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RepairLabels {
+    resource: &'static str,
+    repair: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResultLabels {
     result: &'static str,
 }
@@ -69,6 +75,7 @@ struct Inner {
     cert_reloads: Family<ResultLabels, Counter>,
     cert_expiry: Gauge<f64, AtomicU64>,
     violations: Family<ViolationLabels, Counter>,
+    repairs: Family<RepairLabels, Counter>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -136,6 +143,13 @@ impl Metrics {
              applied (deny, warn or dryrun)",
             violations.clone(),
         );
+        let repairs = Family::<RepairLabels, Counter>::default();
+        registry.register(
+            "repairs",
+            "Changes /mutate made with --repair so that a write validation would refuse is \
+             stored, by resource and kind of repair",
+            repairs.clone(),
+        );
         Metrics {
             inner: Arc::new(Inner {
                 registry: root,
@@ -144,6 +158,7 @@ impl Metrics {
                 cert_reloads,
                 cert_expiry,
                 violations,
+                repairs,
             }),
         }
     }
@@ -212,6 +227,27 @@ impl Metrics {
             .violations
             .get_or_create(&ViolationLabels { resource, action })
             .inc();
+    }
+
+    /// Creates the repair series of each of `resources` and `kinds` at zero, so that an alert on
+    /// their increase sees the first repair.
+    pub fn expect_repairs(&self, resources: &[&'static str], kinds: &[&'static str]) {
+        for &resource in resources {
+            for &repair in kinds {
+                let _ = self
+                    .inner
+                    .repairs
+                    .get_or_create(&RepairLabels { resource, repair });
+            }
+        }
+    }
+
+    /// Counts `count` repairs of one kind made on a review of `resource`.
+    pub fn repaired(&self, resource: &'static str, repair: &'static str, count: u64) {
+        self.inner
+            .repairs
+            .get_or_create(&RepairLabels { resource, repair })
+            .inc_by(count);
     }
 
     /// The Prometheus text exposition.

@@ -6,6 +6,8 @@
 //! `AdmissionResponse::with_patch` serializes the patch as a number array where the apiserver
 //! wants base64, so the envelope is written here.
 
+use std::collections::BTreeMap;
+
 use base64::Engine;
 use json_patch::Patch;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
@@ -67,6 +69,9 @@ pub struct Response<'a> {
     /// Shown to the client as `Warning` headers.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// Recorded in the apiserver's audit log, each key prefixed with the webhook's name.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub audit_annotations: BTreeMap<&'static str, String>,
 }
 
 impl<'a> Response<'a> {
@@ -79,6 +84,7 @@ impl<'a> Response<'a> {
             patch: None,
             patch_type: None,
             warnings: Vec::new(),
+            audit_annotations: BTreeMap::new(),
         }
     }
 

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use tracing::Level;
 use volume_health_check::drop_on_save;
+use volume_health_check::repair as repair_labels;
 use volume_health_validation::admission::{DecodeError, Invalid};
 use volume_health_validation::error::{MAX_MESSAGE_BYTES, prefix};
 use volume_health_validation::status::bad_request_status;
@@ -35,6 +36,8 @@ enum Admitted {
     DryRun,
     /// Denied: an object is not its kind.
     BadObject,
+    /// Allowed with what validation would refuse repaired (`--repair`).
+    Repaired,
 }
 
 impl Admitted {
@@ -48,6 +51,7 @@ impl Admitted {
             Admitted::Warned => "warned",
             Admitted::DryRun => "dryrun",
             Admitted::BadObject => "bad_object",
+            Admitted::Repaired => "repaired",
         }
     }
 
@@ -152,6 +156,7 @@ impl Endpoint for Mutate {
             return Ok(AdmissionReviewed::allowed(request));
         };
         match request.gated_field_to_drop(state.gates.csi_volume_health) {
+            Ok(None) if state.repair => Ok(repair(state, resource, body, request)),
             Ok(None) => Ok(AdmissionReviewed::allowed(request)),
             Ok(Some(_)) => {
                 let mut response =
@@ -169,6 +174,110 @@ impl Endpoint for Mutate {
             }
             Err(err) => Ok(undecidable(request, err)),
         }
+    }
+}
+
+/// The most paths one repair warning names; the rest are counted.
+const PATHS_PER_WARNING: usize = 5;
+
+/// `--repair`: a status write that validation would refuse for something the writer cannot fix
+/// by retrying, answered with the patch that makes it acceptable. Anything else (a write that
+/// is valid, refused by the node rules, or that no repair makes valid) is allowed unchanged, and
+/// `/validate` and in-tree validation answer it as without repair.
+fn repair<'b>(
+    state: &WebhookState,
+    resource: HealthResource,
+    body: &'b [u8],
+    request: AdmissionRequest<'b>,
+) -> AdmissionReviewed<'b> {
+    // The apiserver keeps the stored status on a write of the main resource.
+    if request.subresource() != "status" {
+        return AdmissionReviewed::allowed(request);
+    }
+    // Validation is the cheap test; only a refused write is decoded whole.
+    if !matches!(
+        request.validate(&state.restriction),
+        Ok(Verdict::Invalid(_))
+    ) {
+        return AdmissionReviewed::allowed(request);
+    }
+    let review: serde_json::Value = match serde_json::from_slice(body) {
+        Ok(review) => review,
+        Err(_) => return AdmissionReviewed::allowed(request),
+    };
+    let old = review["request"].get("oldObject");
+    let identity = state.restriction.storage_condition_identity;
+    let repaired = match volume_health_check::repair::repair(
+        resource,
+        &review["request"]["object"],
+        old,
+        identity,
+    ) {
+        Ok(Some(repaired)) => repaired,
+        Ok(None) => return AdmissionReviewed::allowed(request),
+        Err(err) => {
+            tracing::warn!(
+                target: HANDLERS_TARGET,
+                uid = logged(&request.uid),
+                error = logged(&error_chain(&err)),
+                "no repair made"
+            );
+            return AdmissionReviewed::allowed(request);
+        }
+    };
+    let mut response = review::Response::allow_patching(&request.uid, &repaired.patch);
+    // One warning, one count and one annotation entry per kind, in the order first made.
+    let mut kinds: Vec<(&'static str, String, Vec<&str>)> = Vec::new();
+    for change in &repaired.repairs {
+        let label = repair_labels::kind_label(&change.kind);
+        match kinds.iter_mut().find(|(l, ..)| *l == label) {
+            Some((.., paths)) => paths.push(&change.path),
+            None => kinds.push((
+                label,
+                repair_labels::kind_text(&change.kind),
+                vec![&change.path],
+            )),
+        }
+    }
+    let mut summary = Vec::new();
+    for (label, text, paths) in &kinds {
+        let shown = paths[..paths.len().min(PATHS_PER_WARNING)].join(", ");
+        let more = paths.len().saturating_sub(PATHS_PER_WARNING);
+        let more = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
+        response.warnings.push(format!(
+            "{} repaired ({}): {text}: {shown}{more}",
+            resource.gated_field(),
+            paths.len()
+        ));
+        state
+            .metrics
+            .repaired(resource.resource(), label, paths.len() as u64);
+        summary.push(format!("{label}={}", paths.len()));
+    }
+    let summary = summary.join(",");
+    response
+        .audit_annotations
+        .insert("repairs", summary.clone());
+    // The writer is named: a repaired report is a driver or a sidecar to fix.
+    tracing::warn!(
+        target: HANDLERS_TARGET,
+        uid = logged(&request.uid),
+        resource = resource.resource(),
+        namespace = logged(request.namespace.as_deref().unwrap_or_default()),
+        name = logged(request.name()),
+        user = logged(&request.user_info.username),
+        repairs = summary.as_str(),
+        "a status write validation would refuse was repaired"
+    );
+    let body = response.into_body();
+    AdmissionReviewed {
+        request,
+        outcome: Admitted::Repaired,
+        body,
     }
 }
 

@@ -29,6 +29,8 @@ pub struct Settings {
     pub pvc_health_writers: Option<HashSet<String>>,
     /// What `/validate` does with a review that field validation refuses.
     pub enforcement_action: EnforcementAction,
+    /// `/mutate` repairs a status write that validation would refuse (`--repair`).
+    pub repair: bool,
     /// Largest request body accepted; larger gets 413.
     pub max_request_bytes: usize,
     /// Most bytes of request bodies held at once, from the first byte read to the answer; a body
@@ -46,6 +48,7 @@ pub struct WebhookState {
     pub(super) authz: AuthzPolicy,
     pub(super) gates: FeatureGates,
     pub(super) enforcement_action: EnforcementAction,
+    pub(super) repair: bool,
     pub(super) metrics: Metrics,
     pub(super) bodies: BodyBudget,
 }
@@ -60,6 +63,9 @@ impl WebhookState {
         );
         let resources = HealthResource::ALL.map(HealthResource::resource);
         metrics.expect_violations(settings.enforcement_action.as_str(), &resources);
+        if settings.repair {
+            metrics.expect_repairs(&resources, &volume_health_check::repair::KIND_LABELS);
+        }
         WebhookState {
             restriction: Arc::new(RestrictionPolicy {
                 gate_enabled: settings.gates.csi_volume_health,
@@ -73,6 +79,7 @@ impl WebhookState {
             },
             gates: settings.gates,
             enforcement_action: settings.enforcement_action,
+            repair: settings.repair,
             metrics,
             bodies,
         }

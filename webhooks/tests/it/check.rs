@@ -32,6 +32,7 @@ async fn webhook(case: &Value) -> Value {
         max_request_bytes: 7 * 1024 * 1024,
         max_in_flight_bytes: 64 * 1024 * 1024,
         enforcement_action: EnforcementAction::Deny,
+        repair: false,
         request_timeout: Duration::from_secs(10),
     };
     let app = router(&settings, Metrics::new());

@@ -21,6 +21,7 @@ fn settings(deny_on_mismatch: bool) -> Settings {
         pvc_health_writers: None,
         storage_condition_identity: Default::default(),
         enforcement_action: EnforcementAction::Deny,
+        repair: false,
         max_request_bytes: 7 * 1024 * 1024,
         max_in_flight_bytes: 64 * 1024 * 1024,
         request_timeout: Duration::from_secs(10),

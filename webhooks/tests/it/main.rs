@@ -15,6 +15,7 @@ mod lifecycle;
 mod log_injection;
 mod logging;
 mod properties;
+mod repair;
 mod shutdown;
 mod support;
 mod tls;
