@@ -3,10 +3,10 @@
 //! client to reconnect.
 //!
 //! What one connection can make the process hold is bounded before any handler reads it: the
-//! HTTP/1.1 read buffer and head ([`H1_MAX_BUF`], [`H1_MAX_HEAD`]), the h2 flow-control windows
-//! (a client cannot send more than [`H2_CONNECTION_WINDOW`] unread bytes, whatever its streams),
-//! its streams ([`H2_MAX_STREAMS`]) and header lists ([`H2_MAX_HEADER_LIST`]). Bodies, once
-//! read, are the body budget's (`--max-in-flight-bytes`).
+//! HTTP/1.1 read buffer and head ([`H1_MAX_BUF`], [`H1_MAX_BUF_PLAIN`], [`H1_MAX_HEAD`]), the h2
+//! flow-control windows (a client cannot send more than [`H2_CONNECTION_WINDOW`] unread bytes,
+//! whatever its streams), its streams ([`H2_MAX_STREAMS`]) and header lists
+//! ([`H2_MAX_HEADER_LIST`]). Bodies, once read, are the body budget's (`--max-in-flight-bytes`).
 //!
 //! A full port never keeps a new client out for long: when every slot is taken, or a peer has
 //! `--max-connections-per-peer` open, the oldest connection with no request under way (still
@@ -39,17 +39,21 @@ use tower::ServiceExt;
 use crate::handlers::PeerAddr;
 use crate::telemetry::SERVER_TARGET;
 
-/// Most bytes hyper buffers of an HTTP/1.1 connection's input (its smallest allowed is 8 KiB):
-/// a head, or body bytes not read yet.
+/// Most bytes hyper buffers of an HTTP/1.1 connection's input on the webhook port: a head, or
+/// body bytes not read yet.
 const H1_MAX_BUF: usize = 64 * 1024;
+/// The same on the health port, whose requests are a few hundred bytes: hyper's smallest.
+const H1_MAX_BUF_PLAIN: usize = 8 * 1024;
 /// Most bytes of an HTTP/1.1 request's head; larger gets 431. The apiserver's are under 1 KiB.
-const H1_MAX_HEAD: usize = 16 * 1024;
+const H1_MAX_HEAD: usize = 8 * 1024;
 /// The h2 flow-control window of each stream: what a client may send on it before the handler
 /// reads. h2's own default.
 const H2_STREAM_WINDOW: u32 = 64 * 1024;
 /// The h2 window of the whole connection: the most unread bytes a client can make the server
 /// hold, on all its streams together (hyper's default is 1 MiB per stream and per connection).
-const H2_CONNECTION_WINDOW: u32 = 128 * 1024;
+/// One stream's window: a body arrives at full speed on one stream at a time, which is how the
+/// apiserver sends them.
+const H2_CONNECTION_WINDOW: u32 = 64 * 1024;
 /// Most h2 streams open at once on a connection (hyper's default is 200). The apiserver opens
 /// another connection when it needs more.
 const H2_MAX_STREAMS: u32 = 32;
@@ -267,6 +271,7 @@ impl Transport {
             Transport::Plain => {
                 serve_http1(
                     TokioIo::new(stream),
+                    H1_MAX_BUF_PLAIN,
                     peer.ip(),
                     app,
                     timeouts,
@@ -302,7 +307,7 @@ impl Transport {
                 if h2 {
                     serve_h2(io, peer.ip(), app, timeouts, drain, activity).await
                 } else {
-                    serve_http1(io, peer.ip(), app, timeouts, drain, activity).await
+                    serve_http1(io, H1_MAX_BUF, peer.ip(), app, timeouts, drain, activity).await
                 }
             }
         };
@@ -330,6 +335,7 @@ impl Transport {
 /// answer, and the client opens a new connection for the request after.
 async fn serve_http1<I>(
     io: I,
+    max_buf: usize,
     peer: IpAddr,
     app: Router,
     timeouts: Timeouts,
@@ -353,7 +359,7 @@ where
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())
-        .max_buf_size(H1_MAX_BUF)
+        .max_buf_size(max_buf)
         .max_header_size(H1_MAX_HEAD)
         .keep_alive(true);
     let connection = builder.serve_connection(io, TowerToHyperService::new(app));

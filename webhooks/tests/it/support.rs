@@ -425,7 +425,10 @@ impl Process {
     // The child is waited for by `Drop`, which the lint does not follow.
     #[allow(clippy::zombie_processes)]
     pub(crate) fn start(ca_file: &Path, extra: &[&str]) -> Process {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_volume-health-webhook"))
+        // `VOLUME_HEALTH_WEBHOOK_BINARY` measures another build (the release one) instead.
+        let binary = std::env::var_os("VOLUME_HEALTH_WEBHOOK_BINARY")
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_volume-health-webhook").into());
+        let mut child = Command::new(binary)
             .args([
                 "serve",
                 "--bind-address=127.0.0.1",
