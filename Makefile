@@ -108,7 +108,7 @@ e2e: release
 	tests/e2e/tools/build.sh $(E2E_BIN)
 	tests/e2e/tools/build-helm.sh $(E2E_BIN)
 	VOLUME_HEALTH_E2E_BIN=$(E2E_BIN) VOLUME_HEALTH_E2E_WEBHOOK=$(abspath $(BIN)) VOLUME_HEALTH_HELM=$(E2E_BIN)/helm \
-		$(CARGO) test --locked -p volume-health-tests --test e2e --test e2e_shipped --test e2e_policies --test e2e_writer --test docs_commands -- --ignored --nocapture --test-threads=1
+		$(CARGO) test --locked -p volume-health-tests --test e2e --test e2e_shipped --test e2e_repair --test e2e_policies --test e2e_writer --test docs_commands -- --ignored --nocapture --test-threads=1
 
 ## chart: `helm lint` and `helm template` of charts/volume-health with the pinned helm, built
 ## with Go from tests/e2e/tools/helm; each render is compared with the kustomize install it

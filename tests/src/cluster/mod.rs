@@ -25,7 +25,7 @@ pub use api::{ADMIN, Api, User};
 pub use controller_manager::{ControllerManager, POLICY_STATUS_CONTROLLER};
 pub use pki::{KeyPairFiles, Pki};
 pub use plane::{ControlPlane, bound_pod, create_namespace, volume_health};
-pub use shipped::{WRITERS_ENV, manifests_dir, shipped_writer_list};
+pub use shipped::{REPAIR_ENV, WRITERS_ENV, manifests_dir, shipped_writer_list};
 pub use webhooks::{Role, WebhookServer};
 
 /// A cold kube-apiserver on a loaded 2-core machine needs some 20 s to be ready.
@@ -199,14 +199,15 @@ impl Cluster {
                 .arg("--unsafe-no-fsync"),
         )?;
         let file = |name: &str| dir.path().join(name).display().to_string();
-        // An audit log of CSINode and claim writes only (where the native policies' Audit
-        // bindings record their denials), at Metadata level, which carries the annotations.
+        // An audit log of CSINode, claim and pod status writes only (where the native policies'
+        // Audit bindings and the repair webhooks record their annotations), at Metadata level,
+        // which carries the annotations.
         std::fs::write(
             dir.path().join("audit-policy.yaml"),
             "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n\
              - level: Metadata\n  verbs: [update, patch]\n  resources:\n\
              \x20 - group: storage.k8s.io\n    resources: [csinodes, csinodes/status]\n\
-             \x20 - group: \"\"\n    resources: [persistentvolumeclaims/status]\n\
+             \x20 - group: \"\"\n    resources: [persistentvolumeclaims/status, pods/status]\n\
              - level: None\n",
         )?;
         let mut command = Command::new(bin.join("kube-apiserver"));
@@ -281,8 +282,8 @@ impl Cluster {
         }
     }
 
-    /// The apiserver's audit log: one JSON event a line, for the writes of CSINodes and
-    /// claims' status.
+    /// The apiserver's audit log: one JSON event a line, for the writes of CSINodes and of
+    /// claims' and pods' status.
     pub fn audit_log(&self) -> PathBuf {
         self.dir.path().join(AUDIT_LOG)
     }

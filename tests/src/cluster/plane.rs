@@ -29,14 +29,21 @@ impl ControlPlane {
     /// Starts everything with the in-tree `CSIVolumeHealth` gate as given and the webhook's on,
     /// `env` added to the admission server's environment, and waits until the apiserver calls
     /// the webhooks. A writer list in `env` must be the one its component ships, whose
-    /// validating entry is then installed too, as the component installs both.
+    /// validating entry is then installed too, as the component installs both; with
+    /// `VOLUME_HEALTH_REPAIR` in `env`, so are repair's entries.
     pub async fn start(in_tree_gate: bool, env: &[(&str, &str)]) -> Result<Self> {
-        let writers = env.iter().find(|(name, _)| *name == shipped::WRITERS_ENV);
-        if let Some((_, list)) = writers {
+        let mut components = Vec::new();
+        if let Some((_, list)) = env.iter().find(|(name, _)| *name == shipped::WRITERS_ENV) {
             let shipped = shipped::shipped_writer_list()?;
             if *list != shipped {
                 bail!("the writer list {list:?} is not the component's {shipped:?}");
             }
+            components.push(shipped::WRITERS_COMPONENT);
+        }
+        // Repair's entries are installed whenever the variable is given, so that a test can
+        // turn the server's repair off and on behind them.
+        if env.iter().any(|(name, _)| *name == shipped::REPAIR_ENV) {
+            components.push("components/repair");
         }
         let authorizer_port = free_port()?;
         let options = ClusterOptions {
@@ -55,7 +62,7 @@ impl ControlPlane {
         plane.set_webhook(true, env).await?;
         plane
             .admission
-            .install_configurations(&plane.cluster, writers.is_some())
+            .install_configurations(&plane.cluster, &components)
             .await?;
         plane.wait_admission().await?;
         Ok(plane)
@@ -75,9 +82,9 @@ impl ControlPlane {
     }
 
     /// The shipped ValidatingWebhookConfiguration as installed: pointed at the admission
-    /// server, without the writer list's entry.
+    /// server, without any component's entries.
     pub fn validating_configuration(&self) -> Result<Value> {
-        shipped::webhook_configurations(self.admission.addr(), self.cluster.pki().ca_pem(), false)?
+        shipped::webhook_configurations(self.admission.addr(), self.cluster.pki().ca_pem(), &[])?
             .into_iter()
             .find(|(plural, _)| *plural == "validatingwebhookconfigurations")
             .map(|(_, configuration)| configuration)

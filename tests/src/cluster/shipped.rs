@@ -68,7 +68,7 @@ pub(crate) fn container(relative: &str) -> Result<Container> {
 }
 
 /// The writer list's component: the list the server is given and the validating entry it adds.
-const WRITERS_COMPONENT: &str = "components/pvc-health-writers";
+pub(crate) const WRITERS_COMPONENT: &str = "components/pvc-health-writers";
 
 /// The environment variable that carries the server's writer list.
 pub const WRITERS_ENV: &str = "VOLUME_HEALTH_PVC_HEALTH_WRITERS";
@@ -86,24 +86,54 @@ pub fn shipped_writer_list() -> Result<String> {
         .with_context(|| format!("{WRITERS_COMPONENT}/deployment.yaml: no {WRITERS_ENV}"))
 }
 
-/// The validating entry the writer list's component adds (its JSON patch's value).
-fn writer_list_entry() -> Result<Value> {
-    let patch = manifest(&format!("{WRITERS_COMPONENT}/webhook.yaml"))?;
-    patch
+/// The environment variable that turns repair on.
+pub const REPAIR_ENV: &str = "VOLUME_HEALTH_REPAIR";
+
+/// The components that add webhook entries: the file of their JSON patch and the
+/// configuration it patches.
+const ENTRY_COMPONENTS: [(&str, &str, &str); 2] = [
+    (
+        WRITERS_COMPONENT,
+        "webhook.yaml",
+        "validatingwebhookconfigurations",
+    ),
+    (
+        "components/repair",
+        "webhooks.yaml",
+        "mutatingwebhookconfigurations",
+    ),
+];
+
+/// The entries a component adds to the configuration `plural` (its JSON patch's values).
+fn component_entries(component: &str, plural: &str) -> Result<Vec<Value>> {
+    let Some((_, file, _)) = ENTRY_COMPONENTS
+        .iter()
+        .find(|(name, _, target)| *name == component && *target == plural)
+    else {
+        return Ok(Vec::new());
+    };
+    let patch = manifest(&format!("{component}/{file}"))?;
+    let entries: Vec<Value> = patch
         .as_array()
-        .and_then(|ops| ops.iter().find(|op| op["op"] == "add"))
+        .into_iter()
+        .flatten()
+        .filter(|op| op["op"] == "add")
         .map(|op| op["value"].clone())
-        .with_context(|| format!("{WRITERS_COMPONENT}/webhook.yaml: no entry added"))
+        .collect();
+    if entries.is_empty() {
+        bail!("{component}/{file}: no entry added");
+    }
+    Ok(entries)
 }
 
 /// The shipped webhook configurations (mutating, then validating) with each webhook's
-/// `clientConfig` pointed at `addr` (its path kept) and trusting `ca_pem`; with
-/// `writer_list`, the validating one has the writer list's entry added, as its component
-/// adds it. Answers each object with its resource's plural.
+/// `clientConfig` pointed at `addr` (its path kept) and trusting `ca_pem`, with the entries of
+/// `components` (`components/pvc-health-writers`, `components/repair`) added as those
+/// components add them. Answers each object with its resource's plural.
 pub(crate) fn webhook_configurations(
     addr: SocketAddr,
     ca_pem: &str,
-    writer_list: bool,
+    components: &[&str],
 ) -> Result<Vec<(&'static str, Value)>> {
     let mut out = Vec::new();
     for (file, plural) in [
@@ -120,8 +150,8 @@ pub(crate) fn webhook_configurations(
         let webhooks = configuration["webhooks"]
             .as_array_mut()
             .with_context(|| format!("{file}: no webhooks"))?;
-        if writer_list && plural == "validatingwebhookconfigurations" {
-            webhooks.push(writer_list_entry()?);
+        for component in components {
+            webhooks.extend(component_entries(component, plural)?);
         }
         for webhook in webhooks {
             let path = webhook["clientConfig"]["service"]["path"]

@@ -160,11 +160,15 @@ impl WebhookServer {
             .sum())
     }
 
-    /// Creates the shipped webhook configurations, pointed at this server, in `cluster`; with
-    /// `writer_list`, the writer list's entry too.
-    pub async fn install_configurations(&self, cluster: &Cluster, writer_list: bool) -> Result<()> {
+    /// Creates the shipped webhook configurations, pointed at this server, in `cluster`, with
+    /// the entries of `components`.
+    pub async fn install_configurations(
+        &self,
+        cluster: &Cluster,
+        components: &[&str],
+    ) -> Result<()> {
         for (plural, configuration) in
-            shipped::webhook_configurations(self.secure, cluster.pki().ca_pem(), writer_list)?
+            shipped::webhook_configurations(self.secure, cluster.pki().ca_pem(), components)?
         {
             let path = format!("/apis/admissionregistration.k8s.io/v1/{plural}");
             let (code, body) = cluster

@@ -1,0 +1,362 @@
+//! Repair on a real kube-apiserver v1.37.2 (in-tree gate on), behind the shipped configurations
+//! with `components/repair`'s entries: kubernetes#142280 replayed as the kubelet writes it (a
+//! strategic merge patch of the pod's status with a terminated container and a driver's
+//! duplicate (status, reason) pair), a kubelet's CSINode report with two conditions it cannot
+//! tell apart, and a claim report with a 1,500-byte message. Without `--repair` each is refused
+//! for ever (422); with it each is stored repaired, the container state with it, and the answer
+//! carries the webhook's `Warning`, the audit log the annotation and `/metrics` the count.
+//! Healthy writers then cost no repair review. Slow, so ignored: `make e2e`.
+
+// Test helpers unwrap: a panic here is a failed test with its location.
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::CSINode;
+use kube::api::{Api, PostParams};
+use serde_json::{Value, json};
+use volume_health_tests::cluster::{
+    ControlPlane, Identity, REPAIR_ENV, bound_pod, create_namespace,
+};
+
+const NS: &str = "apps";
+const NODE: &str = "node1";
+const DRIVER: &str = "csi.example.com";
+
+/// A write's answer: its code, body and `Warning` headers.
+struct Answer {
+    code: u16,
+    body: Value,
+    warnings: Vec<String>,
+}
+
+/// PATCHes `path` as `client`, as a kubelet or a monitor sends it, retrying while the Node
+/// authorizer has not yet related the node to a new pod.
+async fn patch(client: &kube::Client, path: &str, content_type: &str, body: &Value) -> Answer {
+    for _ in 0..20 {
+        let request = http::Request::patch(path)
+            .header("content-type", content_type)
+            .body(serde_json::to_vec(body).unwrap())
+            .unwrap();
+        let response = client.send(request.map(Into::into)).await.unwrap();
+        let code = response.status().as_u16();
+        let warnings = response
+            .headers()
+            .get_all("warning")
+            .iter()
+            .map(|v| v.to_str().unwrap().to_owned())
+            .collect();
+        let bytes = http_body_util::BodyExt::collect(response.into_body())
+            .await
+            .unwrap()
+            .to_bytes();
+        let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        let unrelated = code == 403 && body["message"].as_str().unwrap_or("").contains("node: ");
+        if !unrelated {
+            return Answer {
+                code,
+                body,
+                warnings,
+            };
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    panic!("the Node authorizer never related {NODE} to {path}");
+}
+
+const STRATEGIC: &str = "application/strategic-merge-patch+json";
+const MERGE: &str = "application/merge-patch+json";
+
+fn pod_path() -> String {
+    format!("/api/v1/namespaces/{NS}/pods/web-0/status")
+}
+
+fn claim_path() -> String {
+    format!("/api/v1/namespaces/{NS}/persistentvolumeclaims/claim/status")
+}
+
+fn node_path() -> String {
+    format!("/apis/storage.k8s.io/v1/csinodes/{NODE}/status")
+}
+
+/// kubernetes#142280: the kubelet's pod status patch, the container terminated and the
+/// driver's two conditions with one (status, reason).
+fn terminated_with_duplicates() -> Value {
+    json!({"status": {
+        "containerStatuses": [{"name": "app", "image": "registry.example/app:1", "imageID": "",
+            "ready": false, "restartCount": 0, "state": {"terminated": {"exitCode": 0,
+                "reason": "Completed", "startedAt": "2026-01-01T00:00:00Z",
+                "finishedAt": "2026-01-01T00:01:00Z"}}}],
+        "volumeHealth": [{"name": "vol", "healthConditions": [
+            {"status": "Degraded", "reason": "IOPSThrottled", "message": "first"},
+            {"status": "Degraded", "reason": "IOPSThrottled", "message": "second"}]}]}})
+}
+
+fn indistinct() -> Value {
+    json!({"status": {"storageHealth": [{"name": DRIVER, "healthConditions": [
+        {"status": "StorageDegraded", "reason": "PoolFull", "message": "one"},
+        {"status": "StorageDegraded", "reason": "PoolFull", "message": "two"}]}]}})
+}
+
+fn long_message() -> Value {
+    json!({"status": {"healthStatus": {"healthConditions": [
+        {"status": "Inaccessible", "reason": "VolumeGone", "message": "x".repeat(1500)}]}}})
+}
+
+async fn metric(plane: &ControlPlane, name: &str, labels: &[&str]) -> f64 {
+    plane.admission.metric(name, labels).await.unwrap()
+}
+
+async fn repairs(plane: &ControlPlane, resource: &str, repair: &str) -> f64 {
+    let resource = format!(r#"resource="{resource}""#);
+    let repair = format!(r#"repair="{repair}""#);
+    metric(
+        plane,
+        "volume_health_webhook_repairs_total",
+        &[&resource, &repair],
+    )
+    .await
+}
+
+async fn set_repair(plane: &mut ControlPlane, on: bool) {
+    let value = if on { "true" } else { "false" };
+    plane
+        .set_webhook(true, &[(REPAIR_ENV, value)])
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "starts kube-apiserver, etcd and the release binary: `make e2e`"]
+async fn repair_keeps_the_writers_flowing() {
+    // Bounded: a hung step fails the suite instead of holding CI.
+    tokio::time::timeout(Duration::from_secs(600), run())
+        .await
+        .expect("the suite did not finish within 10 minutes");
+}
+
+async fn run() {
+    // The repair entries are installed; the server starts with repair off.
+    let mut plane = ControlPlane::start(true, &[(REPAIR_ENV, "false")])
+        .await
+        .unwrap();
+    eprintln!("logs in {}", plane.cluster.dir().display());
+    let admin = plane.cluster.client(Identity::Admin).await.unwrap();
+    let kubelet = plane.cluster.client(Identity::Node(NODE)).await.unwrap();
+    create_namespace(&admin, NS).await.unwrap();
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(admin.clone(), NS);
+    claims
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "claim"},
+                "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), NS);
+    pods.create(&PostParams::default(), &bound_pod("web-0", NODE).unwrap())
+        .await
+        .unwrap();
+    let nodes: Api<CSINode> = Api::all(kubelet.clone());
+    nodes
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": NODE},
+                "spec": {"drivers": [{"name": DRIVER, "nodeID": NODE, "topologyKeys": []}]}}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+
+    // Each writer has reported before: the reports below are changes, which only the repair
+    // entries are sent (a first report also reaches drop on save's entries, which repair too).
+    for (client, path, content_type, body) in [
+        (
+            &kubelet,
+            pod_path(),
+            STRATEGIC,
+            json!({"status": {"volumeHealth": [{"name": "vol", "healthConditions": [
+                {"status": "Degraded", "reason": "Slow"}]}]}}),
+        ),
+        (
+            &kubelet,
+            node_path(),
+            MERGE,
+            json!({"status": {"storageHealth": [{"name": DRIVER, "healthConditions": [
+                {"status": "StorageDegraded", "reason": "PoolSlow"}]}]}}),
+        ),
+        (
+            &admin,
+            claim_path(),
+            MERGE,
+            json!({"status": {"healthStatus": {"healthConditions": [
+                {"status": "Degraded", "reason": "Slow"}]}}}),
+        ),
+    ] {
+        let answer = patch(client, &path, content_type, &body).await;
+        assert_eq!(answer.code, 200, "{path}: {}", answer.body);
+    }
+
+    // Without repair: each report is refused, and would be on every retry.
+    let pod = patch(
+        &kubelet,
+        &pod_path(),
+        STRATEGIC,
+        &terminated_with_duplicates(),
+    )
+    .await;
+    assert_eq!(pod.code, 422, "{}", pod.body);
+    assert!(
+        pod.body["message"]
+            .as_str()
+            .unwrap()
+            .contains("Duplicate value"),
+        "{}",
+        pod.body
+    );
+    let node = patch(&kubelet, &node_path(), MERGE, &indistinct()).await;
+    assert_eq!(node.code, 422, "{}", node.body);
+    assert!(
+        node.body["message"]
+            .as_str()
+            .unwrap()
+            .contains("admission webhook"),
+        "{}",
+        node.body
+    );
+    let claim = patch(&admin, &claim_path(), MERGE, &long_message()).await;
+    assert_eq!(claim.code, 422, "{}", claim.body);
+    assert!(
+        claim.body["message"].as_str().unwrap().contains("Too long"),
+        "{}",
+        claim.body
+    );
+
+    // With repair: stored, repaired, warned, counted and annotated.
+    set_repair(&mut plane, true).await;
+    let pod = patch(
+        &kubelet,
+        &pod_path(),
+        STRATEGIC,
+        &terminated_with_duplicates(),
+    )
+    .await;
+    assert_eq!(pod.code, 200, "{}", pod.body);
+    assert_eq!(
+        pod.body["status"]["containerStatuses"][0]["state"]["terminated"]["reason"], "Completed",
+        "the container state is stored with the repaired report"
+    );
+    assert_eq!(
+        pod.body["status"]["volumeHealth"][0]["healthConditions"],
+        json!([{"status": "Degraded", "reason": "IOPSThrottled", "message": "first"}])
+    );
+    assert!(
+        pod.warnings
+            .iter()
+            .any(|w| w.contains("status.volumeHealth repaired (1)")),
+        "{:?}",
+        pod.warnings
+    );
+    assert_eq!(repairs(&plane, "pods", "duplicate_condition").await, 1.0);
+
+    let node = patch(&kubelet, &node_path(), MERGE, &indistinct()).await;
+    assert_eq!(node.code, 200, "{}", node.body);
+    let conditions = node.body["status"]["storageHealth"][0]["healthConditions"]
+        .as_array()
+        .unwrap();
+    assert_eq!(conditions.len(), 1, "{}", node.body);
+    assert_eq!(conditions[0]["message"], "one");
+    assert!(
+        node.warnings
+            .iter()
+            .any(|w| w.contains("status.storageHealth repaired (1)")),
+        "{:?}",
+        node.warnings
+    );
+    assert_eq!(
+        repairs(&plane, "csinodes", "indistinct_condition").await,
+        1.0
+    );
+
+    let claim = patch(&admin, &claim_path(), MERGE, &long_message()).await;
+    assert_eq!(claim.code, 200, "{}", claim.body);
+    let message = claim.body["status"]["healthStatus"]["healthConditions"][0]["message"]
+        .as_str()
+        .unwrap();
+    assert_eq!(message.len(), 1024);
+    assert!(
+        claim.warnings.iter().any(|w| w.contains("message cut")),
+        "{:?}",
+        claim.warnings
+    );
+    assert_eq!(
+        repairs(&plane, "persistentvolumeclaims", "message_cut").await,
+        1.0
+    );
+
+    // Each repaired write is annotated in the audit log, under the entry that repaired it.
+    let audit = std::fs::read_to_string(plane.cluster.audit_log()).unwrap();
+    for (entry, repair) in [
+        (
+            "pod-status.repair.volume-health.github.io",
+            "duplicate_condition=1",
+        ),
+        (
+            "csinode.repair.volume-health.github.io",
+            "indistinct_condition=1",
+        ),
+        ("pvc.repair.volume-health.github.io", "message_cut=1"),
+    ] {
+        let annotation = format!(r#""{entry}/repairs":"{repair}""#);
+        assert!(
+            audit.contains(&annotation),
+            "no {annotation} in the audit log"
+        );
+    }
+
+    // Healthy writers cost no repair review: changed valid reports, a container state.
+    let mutate = [r#"endpoint="mutate""#];
+    let before = metric(&plane, "volume_health_webhook_requests_total", &mutate).await;
+    let healthy = [
+        (
+            &kubelet,
+            pod_path(),
+            STRATEGIC,
+            json!({"status": {"volumeHealth": [{"name": "vol", "healthConditions": [
+                {"status": "Degraded", "reason": "IOPSThrottled", "message": "still"}]}]}}),
+        ),
+        (
+            &kubelet,
+            pod_path(),
+            STRATEGIC,
+            json!({"status": {"conditions": [{"type": "Ready", "status": "False"}]}}),
+        ),
+        (
+            &kubelet,
+            node_path(),
+            MERGE,
+            json!({"status": {"storageHealth": [{"name": DRIVER, "healthConditions": [
+                {"status": "StorageUnreachable", "reason": "PoolGone"}]}]}}),
+        ),
+        (
+            &admin,
+            claim_path(),
+            MERGE,
+            json!({"status": {"healthStatus": {"healthConditions": [
+                {"status": "Degraded", "reason": "VolumeSlow", "message": "slow"}]}}}),
+        ),
+    ];
+    for (client, path, content_type, body) in &healthy {
+        let answer = patch(client, path, content_type, body).await;
+        assert_eq!(answer.code, 200, "{path}: {}", answer.body);
+        assert!(answer.warnings.is_empty(), "{path}: {:?}", answer.warnings);
+    }
+    let after = metric(&plane, "volume_health_webhook_requests_total", &mutate).await;
+    assert_eq!(
+        after - before,
+        0.0,
+        "a healthy writer's write was sent to /mutate"
+    );
+}
