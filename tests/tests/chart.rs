@@ -300,7 +300,7 @@ fn the_chart_lints_with_every_certificate_source() {
         ],
         vec![
             "--set".into(),
-            "monitoring.enabled=true,networkPolicy.enabled=true,doctor.enabled=true,namespace.create=true".into(),
+            "monitoring.enabled=true,networkPolicy.enabled=true,doctor.enabled=true,namespace.create=true,repair.enabled=true".into(),
         ],
     ];
     for values in value_sets {
@@ -499,6 +499,38 @@ fn the_writer_list_is_the_writer_list_component() {
         .as_str()
         .expect("the writer-not-listed condition");
     assert!(expression.contains(r"['o\'brien\\x']"), "{expression}");
+}
+
+#[test]
+#[ignore = "needs helm: make chart"]
+fn repair_is_the_repair_component() {
+    let components: Vec<&str> = DEFAULT_COMPONENTS
+        .iter()
+        .copied()
+        .chain(["repair"])
+        .collect();
+    let chart = template(&["--set", "repair.enabled=true"]);
+    assert_same(
+        "repair.enabled=true",
+        &chart,
+        &without_namespace(kustomize(&overlay("cert-manager", &components, ""))),
+    );
+    // Off by default: neither the switch nor an entry that would send writes to a server
+    // that does not repair.
+    let default = template(&[]);
+    let env = webhook_container(&default)["env"].to_string();
+    assert!(!env.contains("VOLUME_HEALTH_REPAIR"), "{env}");
+    let mutating = default
+        .iter()
+        .find(|o| o["kind"] == "MutatingWebhookConfiguration")
+        .expect("MutatingWebhookConfiguration");
+    assert!(!mutating.to_string().contains(".repair."), "{mutating}");
+    let env = webhook_container(&chart)["env"].to_string();
+    assert!(
+        env.contains(r#""name":"VOLUME_HEALTH_REPAIR","value":"true""#),
+        "{env}"
+    );
+    template_fails(&["--set-string", "repair.enabled=yes"], "'/repair/enabled'");
 }
 
 #[test]
