@@ -71,6 +71,9 @@ pub struct Options {
     /// This project's own rule of one identity per storage condition, or in-tree's answers, as
     /// the server's `--storage-health-unique-conditions` sets it.
     pub storage_condition_identity: ConditionIdentity,
+    /// As the server's `--repair`: an object validation refuses is repaired as `/mutate` would
+    /// repair it, the repairs reported, and the repaired object checked.
+    pub repair: bool,
 }
 
 impl Default for Options {
@@ -83,6 +86,7 @@ impl Default for Options {
             groups: Vec::new(),
             progress: false,
             storage_condition_identity: ConditionIdentity::Unique,
+            repair: false,
         }
     }
 }
@@ -241,14 +245,28 @@ impl<W: Write> Checker<W> {
                     &*blank
                 }
             };
-            decide(
+            let decision = decide(
                 resource,
                 header.name(),
                 located.raw,
                 old,
                 &self.user,
                 &self.policy,
-            )
+            );
+            let invalid = decision.denial.as_ref().is_some_and(|d| d.code == 422);
+            if self.options.repair && invalid {
+                object::repaired(
+                    resource,
+                    header.name(),
+                    located.raw,
+                    old,
+                    &self.user,
+                    &self.policy,
+                )
+                .unwrap_or(decision)
+            } else {
+                decision
+            }
         };
         self.summary.count(resource, &decision);
         self.reporter

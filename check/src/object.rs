@@ -7,11 +7,12 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use volume_health_validation::admission::Invalid;
 use volume_health_validation::error::chain as error_chain;
+use volume_health_validation::repair::Repair;
 use volume_health_validation::{
     AdmissionRequest, ErrorList, HealthResource, Operation, RestrictionPolicy, UserInfo, Verdict,
 };
 
-use crate::drop_on_save;
+use crate::{drop_on_save, repair};
 
 /// The members of an object that say what it is, and the one the node rules read of an old pod.
 #[derive(Debug, Default)]
@@ -156,6 +157,9 @@ pub struct Decision {
     pub dropped: Option<&'static str>,
     /// The validating webhook's denial, if any.
     pub denial: Option<Denial>,
+    /// What `/mutate` repaired with `--repair` before the decision above, which is then the
+    /// repaired object's.
+    pub repairs: Vec<Repair>,
 }
 
 impl Decision {
@@ -253,6 +257,33 @@ pub fn decide(
         Err(err) => Some(bad_request(&err)),
     };
     decision
+}
+
+/// The decision for `object` as `/mutate` with `--repair` would repair it, with the repairs;
+/// `None` when nothing is repaired (or no patch could be made, which the server answers as
+/// without repair).
+pub(crate) fn repaired(
+    resource: HealthResource,
+    name: &str,
+    object: &RawValue,
+    old_object: &RawValue,
+    user: &UserInfo<'_>,
+    policy: &RestrictionPolicy,
+) -> Option<Decision> {
+    let mut value: serde_json::Value = serde_json::from_str(object.get()).ok()?;
+    let old: serde_json::Value = serde_json::from_str(old_object.get()).ok()?;
+    let made = repair::repair(
+        resource,
+        &value,
+        Some(&old),
+        policy.storage_condition_identity,
+    )
+    .ok()??;
+    json_patch::patch(&mut value, &made.patch).ok()?;
+    let patched = serde_json::value::to_raw_value(&value).ok()?;
+    let mut decision = decide(resource, name, &patched, old_object, user, policy);
+    decision.repairs = made.repairs;
+    Some(decision)
 }
 
 /// The object without `resource`'s gated field: drop on save's patch, as the mutating webhook

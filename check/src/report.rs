@@ -178,6 +178,8 @@ pub struct Summary {
     pub forbidden: u64,
     /// Objects drop on save would remove a field from.
     pub dropped: u64,
+    /// Objects `--repair` would repair (counted as the repaired object's decision otherwise).
+    pub repaired: u64,
     /// Objects of other kinds.
     pub skipped: u64,
     /// Inputs that could not be read to their end.
@@ -199,6 +201,9 @@ impl Summary {
         }
         if decision.dropped.is_some() {
             self.dropped += 1;
+        }
+        if !decision.repairs.is_empty() {
+            self.repaired += 1;
         }
     }
 
@@ -229,6 +234,9 @@ impl fmt::Display for Summary {
         }
         if self.dropped > 0 {
             write!(f, "; {} dropped", n(self.dropped, "field", "fields"))?;
+        }
+        if self.repaired > 0 {
+            write!(f, "; {} repaired", self.repaired)?;
         }
         write!(f, "; {} skipped", self.skipped)?;
         if self.failed_inputs > 0 {
@@ -281,7 +289,7 @@ impl<W: Write> Reporter<W> {
 
     fn text_object(&mut self, checked: &Checked<'_>) -> io::Result<()> {
         let decision = checked.decision;
-        if decision.allowed() && decision.dropped.is_none() {
+        if decision.allowed() && decision.dropped.is_none() && decision.repairs.is_empty() {
             return Ok(());
         }
         let reference = Reference(checked);
@@ -293,6 +301,25 @@ impl<W: Write> Reporter<W> {
             writeln!(
                 self.out,
                 "{bold}{reference}{reset}: {field}: {yellow}dropped on save{reset} (CSIVolumeHealth is disabled)"
+            )?;
+        }
+        for repair in decision.repairs.iter().take(MAX_ERRORS) {
+            writeln!(
+                self.out,
+                "{bold}{reference}{reset}: {}: {yellow}repaired{reset}: {}",
+                Printable(&repair.path, MAX_MESSAGE),
+                Printable(&repair.kind.to_string(), MAX_MESSAGE)
+            )?;
+        }
+        if let Some(more) = decision
+            .repairs
+            .len()
+            .checked_sub(MAX_ERRORS)
+            .filter(|n| *n > 0)
+        {
+            writeln!(
+                self.out,
+                "{bold}{reference}{reset}: {yellow}{more} more repairs{reset} (-o json lists them all)"
             )?;
         }
         let Some(denial) = &decision.denial else {
@@ -402,6 +429,16 @@ struct ObjectJson<'a> {
     message: Option<&'a str>,
     errors: Vec<ErrorJson<'a>>,
     dropped: Vec<&'static str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    repaired: Vec<RepairJson<'a>>,
+}
+
+/// A repair `--repair` would make: where, its label in metrics, and what it does.
+#[derive(Serialize)]
+struct RepairJson<'a> {
+    path: &'a str,
+    repair: &'static str,
+    message: String,
 }
 
 impl<'a> ObjectJson<'a> {
@@ -425,6 +462,15 @@ impl<'a> ObjectJson<'a> {
                 .map(|d| d.errors.iter().map(ErrorJson::new).collect())
                 .unwrap_or_default(),
             dropped: decision.dropped.into_iter().collect(),
+            repaired: decision
+                .repairs
+                .iter()
+                .map(|r| RepairJson {
+                    path: &r.path,
+                    repair: crate::repair::kind_label(&r.kind),
+                    message: r.kind.to_string(),
+                })
+                .collect(),
         }
     }
 }
@@ -480,7 +526,7 @@ impl Serialize for SummaryJson<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
         let s = self.0;
-        let mut out = serializer.serialize_struct("Summary", 9)?;
+        let mut out = serializer.serialize_struct("Summary", 10)?;
         out.serialize_field("objects", &s.objects)?;
         out.serialize_field("pods", &s.pods)?;
         out.serialize_field("persistentVolumeClaims", &s.claims)?;
@@ -488,6 +534,7 @@ impl Serialize for SummaryJson<'_> {
         out.serialize_field("invalid", &s.invalid)?;
         out.serialize_field("forbidden", &s.forbidden)?;
         out.serialize_field("dropped", &s.dropped)?;
+        out.serialize_field("repaired", &s.repaired)?;
         out.serialize_field("skipped", &s.skipped)?;
         out.serialize_field("failedInputs", &s.failed_inputs)?;
         out.end()

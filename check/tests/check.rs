@@ -357,3 +357,41 @@ fn objects_without_the_field_get_the_librarys_answer() {
         }
     }
 }
+
+/// `--repair`: the dump's refused objects as `/mutate` would repair them, each repair reported,
+/// and the repaired objects checked: nothing is left refused.
+#[test]
+fn repair_reports_what_mutate_would_change_and_checks_the_result() {
+    let options = Options {
+        repair: true,
+        ..Options::default()
+    };
+    let text = run(&[DUMP], &[], options.clone(), OutputFormat::Text);
+    golden("dump-repair.txt", &text.report);
+    let plain = run(&[DUMP], &[], Options::default(), OutputFormat::Text);
+    assert!(plain.summary.invalid > 0, "the dump has objects to repair");
+    assert_eq!(text.summary.repaired, plain.summary.invalid);
+    assert_eq!(text.summary.invalid, 0, "{}", text.report);
+    assert_eq!(text.outcome, Outcome::Passed);
+    assert!(text.report.contains(": repaired: "), "{}", text.report);
+    let json = run(&[DUMP], &[], options, OutputFormat::Json);
+    golden("dump-repair.json", &json.report);
+    let report: Value = serde_json::from_str(&json.report).unwrap();
+    let repaired: Vec<&Value> = report["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o.get("repaired").is_some())
+        .collect();
+    assert_eq!(repaired.len() as u64, text.summary.repaired);
+    for object in repaired {
+        assert_eq!(object["allowed"], true, "{object}");
+        for repair in object["repaired"].as_array().unwrap() {
+            assert!(
+                repair["path"].as_str().unwrap().starts_with("status."),
+                "{repair}"
+            );
+            assert!(!repair["repair"].as_str().unwrap().is_empty());
+        }
+    }
+}

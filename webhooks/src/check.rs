@@ -60,6 +60,19 @@ pub struct CheckArgs {
         value_parser = crate::config::go_bool
     )]
     pub storage_health_unique_conditions: bool,
+    /// As the server's `--repair`: report what `/mutate` would repair in an object that
+    /// validation refuses, and check the repaired object instead.
+    #[arg(
+        long,
+        env = "VOLUME_HEALTH_CHECK_REPAIR",
+        action = ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_value = "false",
+        default_missing_value = "true",
+        value_parser = crate::config::go_bool
+    )]
+    pub repair: bool,
     /// Report format.
     #[arg(
         short = 'o',
@@ -93,6 +106,7 @@ impl CheckArgs {
             as_group,
             feature_gates,
             storage_health_unique_conditions,
+            repair,
             output,
         } = self;
         let (sources, old) = match (sources(&paths), old_sources(&old)) {
@@ -116,6 +130,7 @@ impl CheckArgs {
             storage_condition_identity: ConditionIdentity::unique_if(
                 storage_health_unique_conditions,
             ),
+            repair,
         };
         let (format, color) = match output {
             Output::Text => (OutputFormat::Text, volume_health_check::stdout_color()),
