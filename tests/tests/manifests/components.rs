@@ -145,6 +145,29 @@ fn optional_components_fit_every_overlay() {
                 .any(|(name, _)| name == "VOLUME_HEALTH_PVC_HEALTH_WRITERS"),
             "{overlay}: the server gets the writer list"
         );
+
+        // The repair entries likewise, in the mutating configuration: all three, trusted and
+        // addressed as its first entry (the same Service and path, /mutate), and the server
+        // repairs.
+        let mutating = find("MutatingWebhookConfiguration");
+        let webhooks = array_at(mutating, "/webhooks");
+        let repairs: Vec<&Value> = webhooks
+            .iter()
+            .filter(|w| str_at(w, "/name").contains(".repair."))
+            .collect();
+        assert_eq!(repairs.len(), 3, "{overlay}: one repair entry per resource");
+        for entry in repairs {
+            assert_eq!(
+                entry["clientConfig"], webhooks[0]["clientConfig"],
+                "{overlay}: {} is trusted and addressed as the first entry",
+                entry["name"]
+            );
+        }
+        assert!(
+            env.iter()
+                .any(|(name, value)| name == "VOLUME_HEALTH_REPAIR" && value == "true"),
+            "{overlay}: the server repairs"
+        );
     }
 }
 

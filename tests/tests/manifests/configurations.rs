@@ -128,10 +128,11 @@ fn only_the_writer_list_fails_closed() {
     // states), so every entry a kubelet's write can reach fails open; only the rule about
     // who may write a claim's health fails closed, and kubelets never reach it.
     let writers = writers_entry();
+    let repairs = repair_entries();
     let all = rendered()
         .iter()
         .flat_map(|r| configurations(r).map(|(_, c)| c))
-        .chain([&writers]);
+        .chain([&writers, &repairs]);
     for configuration in all {
         for webhook in array_at(configuration, "/webhooks") {
             let name = str_at(webhook, "/name");

@@ -375,6 +375,217 @@ fn the_writer_list_is_the_same_in_the_server_and_in_its_entry() {
     }
 }
 
+/// The repair component: three mutating entries, one per resource's status.
+const REPAIR_COMPONENT: &str = "components/repair";
+
+/// A Pod whose `status.volumeHealth` is `entries` (its one volume is `data`).
+fn pod_reporting(entries: Value) -> Value {
+    let mut pod = pod(None);
+    pod["status"]["volumeHealth"] = entries;
+    pod
+}
+
+/// A PVC whose `status.healthStatus.healthConditions` is `conditions`.
+fn pvc_reporting(conditions: Value) -> Value {
+    let mut pvc = pvc(None);
+    pvc["status"]["healthStatus"] = json!({ "healthConditions": conditions });
+    pvc
+}
+
+/// node-1's CSINode whose `status.storageHealth` is `entries`.
+fn csinode_reporting(entries: Value) -> Value {
+    let mut node = csinode("node-1", None);
+    node["status"] = json!({ "storageHealth": entries });
+    node
+}
+
+/// One pod entry for the volume `data`, or one CSINode entry for the driver
+/// `csi.example.com`, with these conditions.
+fn entry(conditions: Value) -> Value {
+    json!([{"name": "data", "healthConditions": conditions}])
+}
+fn driver(conditions: Value) -> Value {
+    json!([{"name": "csi.example.com", "healthConditions": conditions}])
+}
+
+/// A pod or claim condition with this status, reason and message.
+fn condition(status: &str, reason: &str, message: &str) -> Value {
+    json!({"status": status, "reason": reason, "message": message})
+}
+
+/// A storage condition with these fields (an empty mode is left out).
+fn storage_condition(reason: &str, access_mode: &str, volume_mode: &str) -> Value {
+    let mut condition = json!({"status": "StorageDegraded", "reason": reason});
+    if !access_mode.is_empty() {
+        condition["accessMode"] = json!(access_mode);
+    }
+    if !volume_mode.is_empty() {
+        condition["volumeMode"] = json!(volume_mode);
+    }
+    condition
+}
+
+/// `n` conditions with distinct reasons.
+fn many(n: usize) -> Value {
+    (0..n)
+        .map(|i| condition("Degraded", &format!("Reason{i}"), "slow I/O"))
+        .collect()
+}
+
+/// A message of 600 characters, `bytes` of them in UTF-8 (two-byte characters first): over
+/// 1024 bytes while under 1024 characters is the case a character count gets wrong.
+fn message_of(bytes: usize) -> String {
+    let two_byte = bytes - 600;
+    "é".repeat(two_byte) + &"a".repeat(600 - two_byte)
+}
+
+/// What the repair entries get: a status write whose gated field changed and that the cheap
+/// test finds something to repair in; each is sent to one entry, which fails open.
+#[rustfmt::skip]
+fn repair_cases() -> Vec<(&'static str, AdmissionRequest, Expect)> {
+    use Expect::{Ignore, Skip};
+    let pod_write = |old: Value, new: Value| write(POD_STATUS, "apps", "UPDATE", KUBELET, Some(old), Some(new));
+    let pod_report = |entries: Value| pod_write(pod(None), pod_reporting(entries));
+    let pvc_report = |conditions: Value| write(PVC_STATUS, "apps", "UPDATE", HEALTH_MONITOR, Some(pvc(None)), Some(pvc_reporting(conditions)));
+    let node_report = |entries: Value| write(CSINODE_STATUS, "", "UPDATE", KUBELET, Some(csinode("node-1", None)), Some(csinode_reporting(entries)));
+    let duplicate = json!([condition("Degraded", "SlowIO", "a"), condition("Degraded", "SlowIO", "b")]);
+    let (long, longest) = ("R".repeat(257), "R".repeat(256));
+    let (cut, whole) = (message_of(1025), message_of(1024));
+    assert_eq!((cut.chars().count(), cut.len(), whole.len()), (600, 1025, 1024));
+    let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
+    let (long, longest, cut, whole) = (leak(long), leak(longest), leak(cut), leak(whole));
+    vec![
+        // Healthy writers never pay the hop.
+        ("a healthy pod report changes",
+         pod_write(pod(Some(&["SlowIO"])), pod(Some(&["Unreachable"]))), Skip),
+        ("a healthy claim report changes",
+         write(PVC_STATUS, "apps", "UPDATE", HEALTH_MONITOR, Some(pvc(Some(&["SlowIO"]))), Some(pvc(Some(&["Unreachable"])))), Skip),
+        ("a healthy CSINode report changes",
+         write(CSINODE_STATUS, "", "UPDATE", KUBELET, Some(csinode("node-1", Some(&["Flaky"]))), Some(csinode("node-1", Some(&["Down"])))), Skip),
+        ("a first healthy pod report", pod_report(entry(many(1))), Skip),
+        ("sixteen distinct conditions", pod_report(entry(many(16))), Skip),
+        ("a 256-byte reason", pvc_report(json!([condition("Degraded", longest, "")])), Skip),
+        ("a 1024-byte message of 600 characters", pvc_report(json!([condition("Degraded", "SlowIO", whole)])), Skip),
+        ("a 1024-byte ASCII message", pvc_report(json!([condition("Degraded", "SlowIO", leak("m".repeat(1024)))])), Skip),
+        ("a reason with a digit, a comma, a colon and an underscore",
+         pvc_report(json!([condition("Inaccessible", "Lost:Path_2,Again", "")])), Skip),
+        ("a report removed", pod_write(pod(Some(&["SlowIO"])), pod(None)), Skip),
+        ("an empty claim report", write(PVC_STATUS, "apps", "UPDATE", HEALTH_MONITOR, Some(pvc(None)), Some(pvc(Some(&[])))), Skip),
+        // An unchanged field is not the writer's: the apiserver lets a stored value stay.
+        ("the kubelet writes container states beside a stored duplicate",
+         pod_write(pod_reporting(entry(duplicate.clone())), pod_reporting(entry(duplicate.clone()))), Skip),
+        ("the resizer writes a claim's status beside a stored duplicate",
+         write(PVC_STATUS, "apps", "UPDATE", RESIZER, Some(pvc_reporting(duplicate.clone())), Some(pvc_reporting(duplicate.clone()))), Skip),
+        // Something to repair.
+        ("a duplicate (status, reason) pair in a pod report", pod_report(entry(duplicate.clone())), Ignore),
+        ("a duplicate (status, reason) pair in a claim report", pvc_report(duplicate.clone()), Ignore),
+        ("a duplicate pair added to a healthy pod report",
+         pod_write(pod(Some(&["SlowIO"])), pod_reporting(entry(duplicate.clone()))), Ignore),
+        ("seventeen conditions in a pod report", pod_report(entry(many(17))), Ignore),
+        ("seventeen conditions in a claim report", pvc_report(many(17)), Ignore),
+        ("a status no condition can have", pvc_report(json!([condition("Healthy", "SlowIO", "")])), Ignore),
+        ("a condition without a status", pvc_report(json!([{"reason": "SlowIO"}])), Ignore),
+        ("a condition without a reason", pod_report(entry(json!([{"status": "Degraded"}]))), Ignore),
+        ("an empty reason", pvc_report(json!([condition("Degraded", "", "")])), Ignore),
+        ("a reason with a space", pvc_report(json!([condition("Degraded", "Slow IO", "")])), Ignore),
+        ("a reason ending in a colon", pod_report(entry(json!([condition("Degraded", "SlowIO:", "")]))), Ignore),
+        ("a 257-byte reason", pvc_report(json!([condition("Degraded", long, "")])), Ignore),
+        ("a 1025-byte message of 600 characters", pvc_report(json!([condition("Degraded", "SlowIO", cut)])), Ignore),
+        ("a 1025-byte message in a pod report", pod_report(entry(json!([condition("Degraded", "SlowIO", cut)]))), Ignore),
+        ("a pod entry naming no volume of the pod", pod_report(json!([{"name": "cache", "healthConditions": many(1)}])), Ignore),
+        ("a pod entry with an empty name", pod_report(json!([{"name": "", "healthConditions": many(1)}])), Ignore),
+        ("a pod entry without a name", pod_report(json!([{"healthConditions": many(1)}])), Ignore),
+        ("duplicate pod entry names",
+         pod_report(json!([{"name": "data", "healthConditions": many(1)}, {"name": "data"}])), Ignore),
+        // CSINodes.
+        ("duplicate driver names",
+         node_report(json!([{"name": "csi.example.com"}, {"name": "csi.example.com", "healthConditions": []}])), Ignore),
+        ("a driver name no driver can have", node_report(json!([{"name": "csi_example.com"}])), Ignore),
+        ("a driver name ending in a dot", node_report(json!([{"name": "csi.example."}])), Ignore),
+        ("a 64-byte driver name", node_report(json!([{"name": leak("d".repeat(64))}])), Ignore),
+        ("a 63-byte driver name", node_report(json!([{"name": leak("d".repeat(63))}])), Skip),
+        ("a storage status no condition can have",
+         node_report(driver(json!([{"status": "Degraded", "reason": "Flaky"}]))), Ignore),
+        ("an access mode no volume can have",
+         node_report(driver(json!([storage_condition("Flaky", "ReadWriteSometimes", "")]))), Ignore),
+        ("a volume mode no volume can have",
+         node_report(driver(json!([storage_condition("Flaky", "", "Object")]))), Ignore),
+        ("indistinct storage conditions (same status, reason, access and volume mode)",
+         node_report(driver(json!([storage_condition("Flaky", "ReadWriteOnce", "Block"), storage_condition("Flaky", "ReadWriteOnce", "Block")]))), Ignore),
+        ("indistinct storage conditions without modes",
+         node_report(driver(json!([storage_condition("Flaky", "", ""), storage_condition("Flaky", "", "")]))), Ignore),
+        ("the same status and reason for two access modes",
+         node_report(driver(json!([storage_condition("Flaky", "ReadWriteOnce", "Block"), storage_condition("Flaky", "ReadOnlyMany", "Block")]))), Skip),
+        ("the same status and reason with and without an access mode",
+         node_report(driver(json!([storage_condition("Flaky", "ReadWriteOnce", ""), storage_condition("Flaky", "", "")]))), Skip),
+        ("a 1025-byte storage message",
+         node_report(driver(json!([{"status": "StorageUnreachable", "reason": "Down", "message": cut}]))), Ignore),
+        ("seventeen storage conditions",
+         node_report(driver((0..17).map(|i| storage_condition(&format!("R{i}"), "", "")).collect())), Ignore),
+        ("an unchanged CSINode report with duplicate drivers",
+         write(CSINODE_STATUS, "", "UPDATE", KUBELET,
+               Some(csinode_reporting(json!([{"name": "csi.example.com"}, {"name": "csi.example.com"}]))),
+               Some(csinode_reporting(json!([{"name": "csi.example.com"}, {"name": "csi.example.com"}])))), Skip),
+        // Only status writes, outside the webhooks' namespace.
+        ("a claim's main resource with a duplicate (the stored status is kept)",
+         write(PVC, "apps", "UPDATE", ADMIN, Some(pvc(None)), Some(pvc_reporting(duplicate.clone()))), Skip),
+        ("a CSINode's main resource with duplicate drivers",
+         write(CSINODE, "", "UPDATE", KUBELET, Some(csinode("node-1", None)),
+               Some(csinode_reporting(json!([{"name": "csi.example.com"}, {"name": "csi.example.com"}])))), Skip),
+        ("a duplicate in the webhooks' own namespace",
+         write(POD_STATUS, "volume-health", "UPDATE", KUBELET, Some(pod(None)), Some(pod_reporting(entry(duplicate)))), Skip),
+    ]
+}
+
+/// The mutating configuration of an installable overlay with repair added.
+fn with_repair() -> &'static Value {
+    static RENDERED: std::sync::OnceLock<Vec<Value>> = std::sync::OnceLock::new();
+    let objects = RENDERED
+        .get_or_init(|| render_with_components("overlays/cert-manager", &[REPAIR_COMPONENT]));
+    objects
+        .iter()
+        .find(|o| o["kind"] == "MutatingWebhookConfiguration")
+        .expect("a MutatingWebhookConfiguration")
+}
+
+fn is_repair_entry(webhook: &Value) -> bool {
+    str_at(webhook, "/name").ends_with(".repair.volume-health.github.io")
+}
+
+/// The repair entries, alone in a configuration.
+pub(crate) fn repair_entries() -> Value {
+    let entries: Vec<&Value> = array_at(with_repair(), "/webhooks")
+        .iter()
+        .filter(|w| is_repair_entry(w))
+        .collect();
+    assert_eq!(entries.len(), 3, "one repair entry per resource");
+    json!({ "webhooks": entries })
+}
+
+#[test]
+fn the_repair_entries_get_only_changed_reports_with_something_to_repair() {
+    let entries = repair_entries();
+    let mut failures = Vec::new();
+    for (what, request, want) in repair_cases() {
+        let got = expectation(&dispatch(&entries, &request));
+        if got != want {
+            failures.push(format!("  {what}: {got:?} (want {want:?})"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // The rest of the configuration is the base's, unchanged.
+    let base = configurations(rendering("overlays/cert-manager"))[0].1;
+    let mut rest = with_repair().clone();
+    rest["webhooks"]
+        .as_array_mut()
+        .expect("webhooks")
+        .retain(|w| !is_repair_entry(w));
+    assert_eq!(
+        &rest, base,
+        "the component changes nothing but its own entries"
+    );
+}
+
 fn expectation(dispatch: &Dispatch) -> Expect {
     match dispatch {
         Dispatch::Skip => Expect::Skip,
@@ -423,13 +634,15 @@ fn admission_cases_cover_every_webhook_and_both_decisions() {
     // The table must exercise each webhook entry, so a broken entry cannot hide.
     let rendering = rendering("base");
     let writers = writers_entry();
+    let repairs = repair_entries();
     let configurations = configurations(rendering)
         .into_iter()
-        .chain([("writer list", &writers)]);
+        .chain([("writer list", &writers), ("repair", &repairs)]);
     let requests: Vec<AdmissionRequest> = admission_cases()
         .into_iter()
         .map(|c| c.request)
         .chain(writer_cases().into_iter().map(|(_, request, _)| request))
+        .chain(repair_cases().into_iter().map(|(_, request, _)| request))
         .collect();
     for (what, configuration) in configurations {
         for webhook in array_at(configuration, "/webhooks") {
@@ -450,12 +663,43 @@ fn admission_cases_cover_every_webhook_and_both_decisions() {
     }
 }
 
+/// An object whose gated field holds every part the repair tests read, absent somewhere:
+/// conditions without a status, a reason, a message or a mode, entries without a name or
+/// conditions. The first entry and its first conditions are valid, so that every test of the
+/// entries runs over the ragged ones before one finds something to repair.
+fn ragged(resource: &str) -> Value {
+    let mut conditions = match resource {
+        "csinodes" => json!([
+            {"status": "StorageDegraded", "reason": "Flaky", "accessMode": "ReadWriteOnce"},
+            {"status": "StorageDegraded", "reason": "Flaky", "volumeMode": "Block"},
+            {"status": "StorageDegraded", "reason": "Flaky"},
+        ]),
+        _ => json!([{"status": "Degraded", "reason": "SlowIO", "message": ""}]),
+    };
+    let array = conditions.as_array_mut().expect("conditions");
+    array.extend([
+        json!({}),
+        json!({"status": "Degraded"}),
+        json!({"reason": "SlowIO"}),
+    ]);
+    match resource {
+        "pods" => pod_reporting(
+            json!([{"name": "data", "healthConditions": conditions}, {"name": ""}, {}]),
+        ),
+        "persistentvolumeclaims" => pvc_reporting(conditions),
+        _ => csinode_reporting(
+            json!([{"name": "csi.example.com", "healthConditions": conditions}, {"name": ""}, {}]),
+        ),
+    }
+}
+
 #[test]
 fn match_conditions_never_error_whatever_the_object_shape() {
     // An expression error invokes the failure policy (Fail rejects the write), so every
     // condition must evaluate cleanly for every operation a webhook's rules admit, every
     // user shape and every object shape: null (no old object on CREATE), no status, an
-    // empty status, a status with the gated field.
+    // empty status, a status with the gated field, no spec, a ragged gated field. The new
+    // object is null only on DELETE, which no entry's rules admit.
     // The base suffices: the overlays change nothing but the CA of the webhooks
     // (overlays_change_only_how_the_apiserver_trusts_the_webhooks).
     let users = [
@@ -469,9 +713,10 @@ fn match_conditions_never_error_whatever_the_object_shape() {
     {
         let rendering = rendering("base");
         let writers = writers_entry();
+        let repairs = repair_entries();
         let configurations = configurations(rendering)
             .into_iter()
-            .chain([("writer list", &writers)]);
+            .chain([("writer list", &writers), ("repair", &repairs)]);
         for (_, configuration) in configurations {
             for webhook in array_at(configuration, "/webhooks") {
                 let single = json!({"webhooks": [webhook]});
@@ -493,17 +738,21 @@ fn match_conditions_never_error_whatever_the_object_shape() {
                         .remove("status");
                     let mut empty_status = with_field.clone();
                     empty_status["status"] = json!({});
+                    let mut without_spec = with_field.clone();
+                    without_spec.as_object_mut().expect("object").remove("spec");
                     let shapes = [
                         None,
                         Some(without_status),
                         Some(empty_status),
                         Some(with_field),
+                        Some(without_spec),
+                        Some(ragged(resource)),
                     ];
                     let namespace = if group.is_empty() { "apps" } else { "" };
                     for operation in ["CREATE", "UPDATE"] {
                         for user in users {
                             for old in &shapes {
-                                for new in &shapes {
+                                for new in shapes.iter().filter(|s| s.is_some()) {
                                     let request = write(
                                         (group, resource, sub, kind),
                                         namespace,
@@ -530,12 +779,31 @@ fn match_conditions_never_error_whatever_the_object_shape() {
 
 #[test]
 fn match_conditions_use_only_cel_that_kubernetes_and_the_interpreter_share() {
-    const FUNCTIONS: &[&str] = &["has", "size", "startsWith"];
+    // The comprehension macros, whose first argument binds a variable; bytes() and matches()
+    // for the repair entries' byte counts and names (the interpreter's "regex" feature).
+    const MACROS: &[&str] = &["exists", "filter"];
+    const FUNCTIONS: &[&str] = &["has", "size", "startsWith", "matches", "bytes"];
     let check = |origin: &str, expression: &str, roots: &[&str], request_fields: &[&str]| {
-        for identifier in identifiers(expression) {
+        let found = identifiers(expression);
+        let bound: Vec<&str> = found
+            .windows(2)
+            .filter(|w| w[0].role == Role::Call && MACROS.contains(&w[0].name.as_str()))
+            .map(|w| w[1].name.as_str())
+            .collect();
+        for name in &bound {
+            assert!(
+                !roots.contains(name),
+                "{origin}: a macro variable shadows {name} in {expression}"
+            );
+        }
+        for identifier in &found {
+            if identifier.role == Role::Root && bound.contains(&identifier.name.as_str()) {
+                continue;
+            }
             match identifier.role {
                 Role::Call => assert!(
-                    FUNCTIONS.contains(&identifier.name.as_str()),
+                    FUNCTIONS.contains(&identifier.name.as_str())
+                        || MACROS.contains(&identifier.name.as_str()),
                     "{origin}: function {} in {expression}",
                     identifier.name
                 ),
@@ -559,6 +827,7 @@ fn match_conditions_use_only_cel_that_kubernetes_and_the_interpreter_share() {
         }
     };
     let writers = writers_entry();
+    let repairs = repair_entries();
     let configurations = rendered()
         .iter()
         .flat_map(|rendering| {
@@ -566,7 +835,7 @@ fn match_conditions_use_only_cel_that_kubernetes_and_the_interpreter_share() {
                 .into_iter()
                 .map(move |(_, c)| (rendering.name, c))
         })
-        .chain([(WRITERS_COMPONENT, &writers)]);
+        .chain([(WRITERS_COMPONENT, &writers), (REPAIR_COMPONENT, &repairs)]);
     {
         for (name, configuration) in configurations {
             for webhook in array_at(configuration, "/webhooks") {

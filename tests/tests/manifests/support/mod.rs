@@ -60,6 +60,7 @@ pub(crate) const COMPONENTS: &[&str] = &[
     "components/kube-prometheus-stack",
     "components/network-policy",
     "components/pvc-health-writers",
+    "components/repair",
     "components/client-ca",
 ];
 
