@@ -30,6 +30,8 @@ const ALERTS: &[&str] = &[
     "VolumeHealthWebhookErrorAnswers",
     // p99 approaching the webhooks' 3 s timeout.
     "VolumeHealthWebhookSlow",
+    // A writer whose reports the apiserver would refuse, stored repaired (--repair).
+    "VolumeHealthWebhookRepairs",
 ];
 
 /// Series that Prometheus itself makes for every target rather than reading from /metrics.
@@ -314,6 +316,9 @@ async fn scrape_a_running_server() -> String {
         "--bind-address=127.0.0.1",
         "--secure-port=0",
         "--health-port=0",
+        // The repair counters exist only with it, created at 0 so that the first repair is
+        // an increase.
+        "--repair",
     ])
     .expect("flags parse");
     #[allow(unreachable_patterns)] // `serve` may not stay the only subcommand.
@@ -361,6 +366,7 @@ async fn every_metric_queried_is_exported_by_a_running_server() {
         "volume_health_webhook_tls_certificate_expiration_timestamp_seconds",
         "volume_health_webhook_tls_certificate_reloads_total",
         "volume_health_webhook_build_info",
+        "volume_health_webhook_repairs_total",
         "process_cpu_seconds_total",
         "process_resident_memory_bytes",
         "process_open_fds",
