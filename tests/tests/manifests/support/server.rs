@@ -29,9 +29,11 @@ const FLAGS: &[(&str, Option<&str>)] = &[
     ("request-timeout", Some("10s")),
     ("shutdown-delay", Some("5s")),
     ("shutdown-timeout", Some("20s")),
+    ("tls-server-name", None),
+    ("repair", Some("false")),
 ];
 
-const BOOLEAN_FLAGS: &[&str] = &["authz-deny-on-mismatch"];
+const BOOLEAN_FLAGS: &[&str] = &["authz-deny-on-mismatch", "repair"];
 
 /// Route of the mutating webhook.
 pub(crate) const MUTATE_PATH: &str = "/mutate";
