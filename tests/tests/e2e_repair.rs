@@ -13,12 +13,14 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
-use k8s_openapi::api::storage::v1::CSINode;
+use k8s_openapi::api::storage::v1::{CSINode, StorageHealth};
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use volume_health_tests::cluster::{
     ControlPlane, Identity, REPAIR_ENV, bound_pod, create_namespace,
 };
+use volume_health_validation::repair::{repair_pvc, repair_storage_health};
+use volume_health_validation::rules::ConditionIdentity;
 
 const NS: &str = "apps";
 const NODE: &str = "node1";
@@ -358,5 +360,152 @@ async fn run() {
         after - before,
         0.0,
         "a healthy writer's write was sent to /mutate"
+    );
+
+    generated(&admin, &kubelet).await;
+}
+
+/// A list as the apiserver stores it: empty strings and empty lists left out (Go's
+/// `omitempty`), and an absent list empty.
+fn as_stored(value: &Value) -> Value {
+    match value {
+        Value::Null => json!([]),
+        Value::Array(items) => Value::Array(items.iter().map(as_stored).collect()),
+        Value::Object(fields) => Value::Object(
+            fields
+                .iter()
+                .filter(|(_, v)| !matches!(v, Value::Null) && *v != "" && *v != &json!([]))
+                .map(|(k, v)| (k.clone(), as_stored(v)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// A small deterministic generator (an LCG), so that a failing write can be replayed from its
+/// seed and round.
+struct Lcg(u64);
+
+impl Lcg {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        // The high bits are the well-mixed ones.
+        ((self.0 >> 33) % n as u64) as usize
+    }
+
+    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
+        items[self.below(items.len())]
+    }
+
+    /// A message: empty, short, at the limit, over it, or over it in two-byte characters.
+    fn message(&mut self) -> String {
+        match self.below(6) {
+            0 => String::new(),
+            1 => "slow I/O".to_owned(),
+            2 => "m".repeat(1024),
+            3 => "m".repeat(1025),
+            4 => "é".repeat(600),
+            _ => "x".repeat(1500),
+        }
+    }
+}
+
+/// Reports of the shapes writers send, valid and not, written with repair on through the real
+/// apiserver: every one is stored, and stored exactly as the library repairs it (claims and
+/// CSINodes, whose merge patches replace the whole list; pods are the replay's above and the
+/// library's property test).
+async fn generated(admin: &kube::Client, kubelet: &kube::Client) {
+    let seed: u64 = std::env::var("VOLUME_HEALTH_E2E_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_secs())
+        });
+    eprintln!("generated reports: seed {seed} (VOLUME_HEALTH_E2E_SEED replays it)");
+    let mut rng = Lcg(seed);
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(admin.clone(), NS);
+    let nodes: Api<CSINode> = Api::all(kubelet.clone());
+    let (mut repaired, rounds) = (0, 60);
+    for round in 0..rounds {
+        let context = format!("seed {seed}, round {round}");
+        // A claim report.
+        let count = rng.below(20);
+        let conditions: Vec<Value> = (0..count)
+            .map(|_| {
+                json!({"status": rng.pick(&["Degraded", "DataLoss", "Inaccessible", "Unknown"]),
+                    "reason": rng.pick(&["Slow", "Gone", "Slow", "bad reason", "A:B", "9Lives"]),
+                    "message": rng.message()})
+            })
+            .collect();
+        let stored = claims.get_status("claim").await.unwrap();
+        let report = json!({"status": {"healthStatus": {"healthConditions": conditions}}});
+        let mut expected: PersistentVolumeClaim = serde_json::from_value({
+            let mut claim = serde_json::to_value(&stored).unwrap();
+            claim["status"]["healthStatus"] = report["status"]["healthStatus"].clone();
+            claim
+        })
+        .unwrap();
+        repaired += usize::from(!repair_pvc(&mut expected, Some(&stored)).is_empty());
+        let answer = patch(admin, &claim_path(), MERGE, &report).await;
+        assert_eq!(answer.code, 200, "{context}: {report}: {}", answer.body);
+        assert_eq!(
+            as_stored(&answer.body["status"]["healthStatus"]["healthConditions"]),
+            as_stored(
+                &serde_json::to_value(&expected).unwrap()["status"]["healthStatus"]["healthConditions"]
+            ),
+            "{context}: the claim is not stored as the library repairs it"
+        );
+
+        // A CSINode report: entries of two drivers and a bad name, conditions scoped by mode.
+        let entries: Vec<Value> = (0..1 + rng.below(3))
+            .map(|_| {
+                let conditions: Vec<Value> = (0..rng.below(19))
+                    .map(|_| {
+                        let mut condition = json!({
+                            "status": rng.pick(&["StorageDegraded", "StorageUnreachable", "Lost"]),
+                            "reason": rng.pick(&["PoolFull", "PoolFull", "Pool Gone", "Slow"]),
+                            "message": rng.message()});
+                        let mode = rng.pick(&["", "ReadWriteOnce", "ReadOnlyMany", "Sometimes"]);
+                        if !mode.is_empty() {
+                            condition["accessMode"] = json!(mode);
+                        }
+                        condition
+                    })
+                    .collect();
+                json!({"name": rng.pick(&[DRIVER, DRIVER, "second.example.com", "Bad_Name"]),
+                    "healthConditions": conditions})
+            })
+            .collect();
+        let stored = nodes.get_status(NODE).await.unwrap();
+        let mut expected: Vec<StorageHealth> =
+            serde_json::from_value(Value::Array(entries.clone())).unwrap();
+        let old = stored
+            .status
+            .as_ref()
+            .and_then(|s| s.storage_health.as_deref());
+        repaired += usize::from(
+            !repair_storage_health(&mut expected, old, ConditionIdentity::Unique).is_empty(),
+        );
+        let report = json!({"status": {"storageHealth": entries}});
+        let answer = patch(kubelet, &node_path(), MERGE, &report).await;
+        assert_eq!(answer.code, 200, "{context}: {report}: {}", answer.body);
+        assert_eq!(
+            as_stored(&answer.body["status"]["storageHealth"]),
+            as_stored(&serde_json::to_value(&expected).unwrap()),
+            "{context}: the CSINode is not stored as the library repairs it"
+        );
+    }
+    eprintln!(
+        "generated reports: {} written, {repaired} repaired, all stored as the library repairs them",
+        2 * rounds
+    );
+    assert!(
+        repaired > rounds / 2,
+        "the generator made too few reports to repair"
     );
 }
