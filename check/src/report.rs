@@ -150,7 +150,7 @@ impl fmt::Display for Printable<'_> {
             if written >= max {
                 return write!(f, "...[{} more bytes]", text.len() - at);
             }
-            if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') {
+            if c.is_control() || invisible(c) {
                 write!(f, "{}", c.escape_unicode())?;
             } else {
                 fmt::Write::write_char(f, c)?;
@@ -158,6 +158,17 @@ impl fmt::Display for Printable<'_> {
         }
         Ok(())
     }
+}
+
+/// A character that prints nothing yet changes what the terminal shows: line and paragraph
+/// separators, and the bidirectional marks, embeddings, overrides and isolates, with which a
+/// name can be shown reversed (`bidi\u{202e}evil`).
+fn invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{2028}' | '\u{2029}' | '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}'
+            | '\u{2066}'..='\u{2069}'
+    )
 }
 
 /// The counts of a run.

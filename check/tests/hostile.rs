@@ -432,6 +432,15 @@ fn names_reach_the_terminal_escaped_and_the_report_stays_small() {
         run.report
             .contains(": 9968 more errors (-o json lists them all)\n")
     );
+    // Bidirectional controls cannot reverse what the terminal shows.
+    let reversed = pod("bidi\u{202e}evil\u{2066}x\u{2069}\u{200f}", "shop", 1);
+    let run = text(&reversed);
+    assert!(
+        run.report
+            .starts_with("Pod/shop/bidi\\u{202e}evil\\u{2066}x\\u{2069}\\u{200f}: "),
+        "{}",
+        run.report
+    );
     // A file name from the command line is escaped too.
     let failure = volume_health_check::Failure {
         file: "a\u{1b}[31m.yaml".to_owned(),
