@@ -264,7 +264,7 @@ pub(crate) fn check_storage_condition(
     }
 }
 
-/// This project's own rule ([`ConditionIdentity`](crate::ConditionIdentity); in-tree has none, the list is `+listType=atomic`): within
+/// This project's own rule ([`ConditionIdentity`](crate::rules::ConditionIdentity); in-tree has none, the list is `+listType=atomic`): within
 /// one driver's conditions, a later condition with the same (status, reason, accessMode,
 /// volumeMode) as an earlier one is a Duplicate, its value the whole condition.
 pub(crate) fn check_storage_identities(

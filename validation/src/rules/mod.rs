@@ -8,10 +8,10 @@
 //! - A pod's `status.volumeHealth` ([`validate_pod_volume_health`]): each entry names a volume of
 //!   `spec.volumes`, once; its conditions as a claim's.
 //! - A CSINode's `status.storageHealth` ([`validate_storage_health`]): each entry names a CSI
-//!   driver (a DNS-1123 subdomain of at most 63 characters), once; its conditions, at most
+//!   driver (a DNS-1123 subdomain of at most 63 bytes), once; its conditions, at most
 //!   [`MAX_HEALTH_CONDITIONS`], each with a status of [`STORAGE_HEALTH_STATUSES`], an optional
 //!   access mode of [`ACCESS_MODES`] and volume mode of [`VOLUME_MODES`], reason and message
-//!   limits in characters.
+//!   limits in bytes (as upstream measures them).
 //!
 //! On update the rules ratchet as upstream does: what is unchanged from the stored object is
 //! not checked again. Errors come in Kubernetes order: handwritten checks, then declarative
