@@ -138,15 +138,6 @@ async fn timed<T>(write: impl std::future::Future<Output = kube::Result<T>>) -> 
     (answer, started.elapsed())
 }
 
-/// The reviews the admission server has received.
-async fn reviews(plane: &ControlPlane) -> f64 {
-    plane
-        .admission
-        .metric("volume_health_webhook_requests_total", &[])
-        .await
-        .unwrap()
-}
-
 fn stored_volume_health(pod: &Pod) -> bool {
     serde_json::to_value(pod).unwrap()["status"]["volumeHealth"].is_array()
 }
@@ -214,7 +205,7 @@ async fn main() {
         ][round % 5]
         {
             let patch = Patch::Strategic(volume_health(&format!("write {round}")));
-            let before = reviews(&plane).await;
+            let before = plane.reviews().await.unwrap();
             let took = match which {
                 0 | 1 => {
                     let pods = [&hop, &direct][which];
@@ -242,9 +233,9 @@ async fn main() {
             };
             let _ = took;
             if round >= warmup && which == 0 {
-                reviews_of[0] += reviews(&plane).await - before;
+                reviews_of[0] += plane.reviews().await.unwrap() - before;
             } else if round >= warmup && which == 2 {
-                reviews_of[1] += reviews(&plane).await - before;
+                reviews_of[1] += plane.reviews().await.unwrap() - before;
             }
         }
     }
@@ -318,9 +309,9 @@ async fn csinode_series(
         let installed = block % 2 == 0;
         // Until the apiserver's watch delivers the change, a write may still go either way.
         for probe in 0.. {
-            let before = reviews(plane).await;
+            let before = plane.reviews().await.unwrap();
             write().await;
-            if (reviews(plane).await > before) == installed {
+            if (plane.reviews().await.unwrap() > before) == installed {
                 break;
             }
             assert!(
@@ -329,13 +320,13 @@ async fn csinode_series(
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        let before = reviews(plane).await;
+        let before = plane.reviews().await.unwrap();
         for _ in 0..writes / blocks {
             let took = write().await;
             series[usize::from(!installed)].took.push(took);
         }
         if installed {
-            sent += reviews(plane).await - before;
+            sent += plane.reviews().await.unwrap() - before;
             plane.delete_validating_configuration().await.unwrap();
         } else {
             plane.create_configuration(&configuration).await.unwrap();

@@ -787,14 +787,14 @@ async fn measure(
     let column = Column::new(plane, &gates.tag()).await;
     for write in Write::ALL {
         let before = match calls {
-            Some(_) => reviews(plane).await,
+            Some(_) => plane.reviews().await.unwrap(),
             None => 0.0,
         };
         let answer = column.write(plane, write).await;
         if let Some(calls) = calls.as_deref_mut() {
             // Counts are whole numbers of reviews.
             #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-            calls.insert(write, (reviews(plane).await - before) as u64);
+            calls.insert(write, (plane.reviews().await.unwrap() - before) as u64);
         }
         let detail = match &answer {
             Outcome::Denied(.., message) => message.as_str(),
@@ -803,15 +803,6 @@ async fn measure(
         eprintln!("{} {write:?}: {} {detail}", gates.header(), answer.cell());
         measured.insert((write, gates), answer);
     }
-}
-
-/// The reviews the admission server has received, on every endpoint.
-async fn reviews(plane: &ControlPlane) -> f64 {
-    plane
-        .admission
-        .metric("volume_health_webhook_requests_total", &[])
-        .await
-        .unwrap()
 }
 
 /// The measured table, as markdown: a column per gate setting, then the reviews sent with

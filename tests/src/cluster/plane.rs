@@ -135,7 +135,7 @@ impl ControlPlane {
             .await?;
         let give_up = Instant::now() + Duration::from_secs(30);
         for round in 0.. {
-            let before = self.admission_reviews().await?;
+            let before = self.reviews().await?;
             // Only a first report is sent (to drop on save): set and clear it in turn.
             let patch = if round % 2 == 0 {
                 volume_health(&format!("probe {round}"))
@@ -145,7 +145,7 @@ impl ControlPlane {
             let _ = pods
                 .patch_status("probe", &PatchParams::default(), &Patch::Strategic(patch))
                 .await;
-            if self.admission_reviews().await? > before {
+            if self.reviews().await? > before {
                 return Ok(());
             }
             if Instant::now() > give_up {
@@ -156,7 +156,8 @@ impl ControlPlane {
         bail!("the apiserver never called the webhooks")
     }
 
-    async fn admission_reviews(&self) -> Result<f64> {
+    /// The reviews the admission server has received, on every endpoint (its metrics).
+    pub async fn reviews(&self) -> Result<f64> {
         self.admission
             .metric("volume_health_webhook_requests_total", &[])
             .await
