@@ -417,12 +417,15 @@ async fn native() {
         "some request is refused"
     );
 
+    // First, while the Deny bindings are the ones created at the start: bindings deleted and
+    // created again (warn_and_audit) may leave the apiserver's param informer behind for a
+    // while, and this phase watches the param itself.
+    writer_list_param(&cluster).await;
     node_writes_claim_health(&cluster).await;
     long_messages(&cluster).await;
     cost_floor(&cluster, Floor::Shortest).await;
     cost_floor(&cluster, Floor::LongReasons).await;
     warn_and_audit(&cluster).await;
-    writer_list_param(&cluster).await;
     drop_on_save(&cluster).await;
     controller.check_running().unwrap();
 }
@@ -1209,6 +1212,10 @@ async fn writer_list_param(cluster: &Cluster) {
         .await
         .unwrap();
     assert_eq!(code, 200, "{body}");
+    // The binding, replaced in place, looks its param up again.
+    let param = |o: &&Value| o.pointer("/spec/paramRef").is_some();
+    let generated = policies::bindings(Action::Deny);
+    replace_binding(cluster, generated.iter().find(param).unwrap()).await;
     let refused = answer_until(cluster, &listed, &mut index, "no list", |a| {
         *a != Answer::Allowed
     })
@@ -1242,7 +1249,6 @@ async fn writer_list_param(cluster: &Cluster) {
     // a binding still naming it would refuse alice too.
     let elsewhere = "volume-health-elsewhere";
     let rendered = render_component(elsewhere);
-    let param = |o: &&Value| o.pointer("/spec/paramRef").is_some();
     let binding = rendered
         .iter()
         .filter(|o| o["kind"] == "ValidatingAdmissionPolicyBinding")
@@ -1279,7 +1285,6 @@ async fn writer_list_param(cluster: &Cluster) {
     eprintln!("ok   writer list in {elsewhere}: alice writes");
 
     create(cluster, &policies::writers_param(WRITERS)).await;
-    let generated = policies::bindings(Action::Deny);
     replace_binding(cluster, generated.iter().find(param).unwrap()).await;
     let admin = claim_health_write(WRITERS[0]);
     answer_until(cluster, &admin, &mut index, "the suite's list again", |a| {
