@@ -57,7 +57,7 @@ pub struct CheckArgs {
         require_equals = true,
         default_value = "true",
         default_missing_value = "true",
-        value_parser = crate::config::go_bool
+        value_parser = crate::parse::go_bool
     )]
     pub storage_health_unique_conditions: bool,
     /// As the server's `--repair`: report what `/mutate` would repair in an object that
@@ -70,7 +70,7 @@ pub struct CheckArgs {
         require_equals = true,
         default_value = "false",
         default_missing_value = "true",
-        value_parser = crate::config::go_bool
+        value_parser = crate::parse::go_bool
     )]
     pub repair: bool,
     /// Report format.

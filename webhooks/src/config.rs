@@ -12,7 +12,7 @@ use volume_health_validation::rules::ConditionIdentity;
 use crate::enforcement::EnforcementAction;
 use crate::gates::{FeatureGates, GateSettings};
 use crate::handlers::Settings;
-use crate::parse::{byte_quantity, parse_bool};
+use crate::parse::{byte_quantity, go_bool};
 use crate::server::{CertSource, ServeConfig};
 use crate::telemetry::LogFormat;
 use crate::tls::CertificateFiles;
@@ -263,11 +263,6 @@ fn writer(s: &str) -> Result<String, String> {
         return Err("a blank entry names nobody; list usernames separated by commas".to_owned());
     }
     Ok(name.to_owned())
-}
-
-/// A boolean flag's value, as Go's `strconv.ParseBool` reads it.
-pub(crate) fn go_bool(s: &str) -> Result<bool, String> {
-    parse_bool(s).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -19,6 +19,11 @@ pub fn parse_bool(s: &str) -> Result<bool, ParseBoolError> {
     }
 }
 
+/// A boolean flag's value for clap, as Go's `strconv.ParseBool` reads it.
+pub(crate) fn go_bool(s: &str) -> Result<bool, String> {
+    parse_bool(s).map_err(|e| e.to_string())
+}
+
 /// A size in bytes written as a Kubernetes quantity (`resource.Quantity`): a plain number, a
 /// binary suffix (`Ki`, `Mi`, `Gi`, `Ti`, `Pi`, `Ei`), a decimal one (`k`, `M`, `G`, `T`, `P`,
 /// `E`) or an exponent (`7e6`). A fraction of a byte rounds up, as `Quantity.Value()` does.
