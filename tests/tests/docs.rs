@@ -126,7 +126,7 @@ fn chart_values_that_the_docs_set_exist() {
         for key in arguments(&text, "`").into_iter().filter_map(|word| {
             // Values named in the chart's table: `image.tag` and the like.
             let key = word.trim_end_matches(['`', ':']);
-            if [".md", ".yaml", ".json"]
+            if [".md", ".yaml", ".json", ".rs", ".toml"]
                 .iter()
                 .any(|suffix| key.ends_with(suffix))
             {

@@ -15,10 +15,10 @@ const SHELL: &[&str] = &["sh", "bash", "console", "shell", "shell-session", "zsh
 
 pub(crate) use volume_health_tests::repository;
 
-/// README.md and every page of docs/, with their names.
+/// README.md, the code map and every page of docs/, with their names.
 pub(crate) fn pages() -> Vec<(String, String)> {
     let root = repository();
-    let mut names = vec!["README.md".to_owned()];
+    let mut names = vec!["README.md".to_owned(), "ARCHITECTURE.md".to_owned()];
     let mut docs: Vec<String> = fs::read_dir(root.join("docs"))
         .expect("docs/")
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
