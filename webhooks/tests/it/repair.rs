@@ -5,30 +5,18 @@
 
 use crate::support;
 
-use std::time::Duration;
-
 use axum::Router;
 use base64::Engine;
 use serde_json::{Value, json};
 use support::wire;
-use volume_health_webhooks::enforcement::EnforcementAction;
-use volume_health_webhooks::gates::FeatureGates;
 use volume_health_webhooks::metrics::Metrics;
 use volume_health_webhooks::{Settings, router};
 
+/// The suite's settings (gate on), with repair as given.
 fn settings(repair: bool) -> Settings {
     Settings {
-        gates: FeatureGates {
-            csi_volume_health: true,
-        },
-        authz_deny_on_mismatch: false,
-        pvc_health_writers: None,
-        storage_condition_identity: Default::default(),
-        enforcement_action: EnforcementAction::Deny,
         repair,
-        max_request_bytes: 7 * 1024 * 1024,
-        max_in_flight_bytes: 64 * 1024 * 1024,
-        request_timeout: Duration::from_secs(10),
+        ..support::settings()
     }
 }
 
