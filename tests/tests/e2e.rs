@@ -15,7 +15,7 @@ use volume_health_authz::{AuthzPolicy, Decision};
 use volume_health_validation::HealthResource;
 use volume_health_validation::rules::ConditionIdentity;
 
-use e2e_support::{Answer, Replay, extra};
+use e2e_support::{Answer, Replay, table};
 use volume_health_tests::cluster::{Cluster, ClusterOptions, bin_dir};
 
 /// The project's own rules: where its answer differs from in-tree's on purpose. Every
@@ -79,7 +79,7 @@ fn admission_requests() -> Vec<Replay> {
         .into_iter()
         .filter(|case| case["endpoint"] == "validate" && case["profile"] == "gate-on")
         .filter_map(|case| Replay::from_case(&case));
-    fixtures.chain(extra::requests()).collect()
+    fixtures.chain(table::requests().unwrap()).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

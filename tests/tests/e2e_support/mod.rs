@@ -1,7 +1,7 @@
 //! The e2e suite's cluster, and one admission request replayed both as a real write through
 //! kube-apiserver and in-process through the validation library.
 
-pub(crate) mod extra;
+pub(crate) mod table;
 
 use std::time::Duration;
 
