@@ -4,6 +4,7 @@
 pub mod baseline;
 pub mod bench_requests;
 pub mod cluster;
+pub mod phases;
 
 use std::path::{Path, PathBuf};
 
