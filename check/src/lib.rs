@@ -51,7 +51,7 @@ pub mod repair;
 mod report;
 
 pub use input::{Format, InputError, Located, PathError, Position, Source, sources};
-pub use object::{Decision, Denial, decide};
+pub use object::{Denial, Finding, decide};
 pub use report::{Checked, Failure, OutputFormat, Reporter, Skipped, Summary};
 
 use object::Header;
@@ -229,12 +229,12 @@ impl<W: Write> Checker<W> {
         let plain = self.options.user.is_none()
             && !object::may_carry_field(resource, located.raw)
             && paired.is_none_or(|old| !object::may_carry_field(resource, old));
-        let decision = if plain {
+        let finding = if plain {
             // No identity, and neither object carries the field: no rule has anything to
             // check and nothing is dropped, which is the library's answer without asking it
             // (the webhooks' configurations do not even send such writes). Most objects of a
             // dump are such, so a dump is checked at nearly the speed of parsing it.
-            Decision::default()
+            Finding::default()
         } else {
             let blank;
             let old = match paired {
@@ -245,7 +245,7 @@ impl<W: Write> Checker<W> {
                     &*blank
                 }
             };
-            let decision = decide(
+            let finding = decide(
                 resource,
                 header.name(),
                 located.raw,
@@ -253,7 +253,7 @@ impl<W: Write> Checker<W> {
                 &self.user,
                 &self.policy,
             );
-            let invalid = decision.denial.as_ref().is_some_and(|d| d.code == 422);
+            let invalid = finding.denial.as_ref().is_some_and(|d| d.code == 422);
             if self.options.repair && invalid {
                 object::repaired(
                     resource,
@@ -263,12 +263,12 @@ impl<W: Write> Checker<W> {
                     &self.user,
                     &self.policy,
                 )
-                .unwrap_or(decision)
+                .unwrap_or(finding)
             } else {
-                decision
+                finding
             }
         };
-        self.summary.count(resource, &decision);
+        self.summary.count(resource, &finding);
         self.reporter
             .object(&Checked {
                 resource,
@@ -277,7 +277,7 @@ impl<W: Write> Checker<W> {
                 file,
                 position: located.position,
                 paired: paired.is_some(),
-                decision: &decision,
+                finding: &finding,
             })
             .map_err(InputError::Output)
     }

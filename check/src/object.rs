@@ -150,19 +150,20 @@ impl<'a> Header<'a> {
     }
 }
 
-/// What the webhooks would answer for one write.
+/// What the webhooks would answer for one write: what `check` finds for one object. Not a
+/// decision in the authorizer's sense (allow, deny or no opinion), hence its own word.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Decision {
+pub struct Finding {
     /// The field drop on save would remove (`status.volumeHealth`, ...), with the gate off.
     pub dropped: Option<&'static str>,
     /// The validating webhook's denial, if any.
     pub denial: Option<Denial>,
-    /// What `/mutate` repaired with `--repair` before the decision above, which is then the
+    /// What `/mutate` repaired with `--repair` before the answer above, which is then the
     /// repaired object's.
     pub repairs: Vec<Repair>,
 }
 
-impl Decision {
+impl Finding {
     /// Whether the write would be admitted (possibly with a field dropped).
     pub fn allowed(&self) -> bool {
         self.denial.is_none()
@@ -208,7 +209,7 @@ pub fn decide(
     old_object: &RawValue,
     user: &UserInfo<'_>,
     policy: &RestrictionPolicy,
-) -> Decision {
+) -> Finding {
     let build = |object| {
         AdmissionRequest::new(resource, Operation::Update)
             .with_subresource("status")
@@ -216,32 +217,32 @@ pub fn decide(
             .with_user(user.clone())
             .with_objects(Some(object), Some(old_object))
     };
-    let mut decision = Decision::default();
+    let mut finding = Finding::default();
     let without: Box<RawValue>;
     let mut request = build(object);
     if !policy.gate_enabled {
         match request.gated_field_to_drop(false) {
             Ok(None) => {}
             Ok(Some(_)) => {
-                decision.dropped = Some(resource.gated_field());
+                finding.dropped = Some(resource.gated_field());
                 match without_gated_field(resource, object) {
                     Ok(rest) => {
                         without = rest;
                         request = build(&without);
                     }
                     Err(err) => {
-                        decision.denial = Some(bad_request(&*err));
-                        return decision;
+                        finding.denial = Some(bad_request(&*err));
+                        return finding;
                     }
                 }
             }
             Err(err) => {
-                decision.denial = Some(bad_request(&err));
-                return decision;
+                finding.denial = Some(bad_request(&err));
+                return finding;
             }
         }
     }
-    decision.denial = match request.validate(policy) {
+    finding.denial = match request.validate(policy) {
         Ok(verdict) => match (verdict.code(), verdict.reason(), verdict.message()) {
             (Some(code), Some(reason), Some(message)) => Some(Denial {
                 code,
@@ -256,10 +257,10 @@ pub fn decide(
         },
         Err(err) => Some(bad_request(&err)),
     };
-    decision
+    finding
 }
 
-/// The decision for `object` as `/mutate` with `--repair` would repair it, with the repairs;
+/// What `check` finds for `object` as `/mutate` with `--repair` would repair it, with the repairs;
 /// `None` when nothing is repaired (or no patch could be made, which the server answers as
 /// without repair).
 pub(crate) fn repaired(
@@ -269,7 +270,7 @@ pub(crate) fn repaired(
     old_object: &RawValue,
     user: &UserInfo<'_>,
     policy: &RestrictionPolicy,
-) -> Option<Decision> {
+) -> Option<Finding> {
     let mut value: serde_json::Value = serde_json::from_str(object.get()).ok()?;
     let old: serde_json::Value = serde_json::from_str(old_object.get()).ok()?;
     let made = repair::repair(
@@ -281,9 +282,9 @@ pub(crate) fn repaired(
     .ok()??;
     json_patch::patch(&mut value, &made.patch).ok()?;
     let patched = serde_json::value::to_raw_value(&value).ok()?;
-    let mut decision = decide(resource, name, &patched, old_object, user, policy);
-    decision.repairs = made.repairs;
-    Some(decision)
+    let mut finding = decide(resource, name, &patched, old_object, user, policy);
+    finding.repairs = made.repairs;
+    Some(finding)
 }
 
 /// The object without `resource`'s gated field: drop on save's patch, as the mutating webhook

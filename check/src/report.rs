@@ -9,7 +9,7 @@ use volume_health_validation::field::{ErrorKind, GoQuoted, LengthUnit};
 use volume_health_validation::{FieldError, HealthResource};
 
 use crate::input::Position;
-use crate::object::Decision;
+use crate::object::Finding;
 
 /// How the report is written.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -37,7 +37,7 @@ pub struct Checked<'a> {
     /// Whether it was paired with an old object from `--old`.
     pub paired: bool,
     /// The answer.
-    pub decision: &'a Decision,
+    pub finding: &'a Finding,
 }
 
 /// An input that could not be read to its end.
@@ -189,7 +189,7 @@ pub struct Summary {
     pub forbidden: u64,
     /// Objects drop on save would remove a field from.
     pub dropped: u64,
-    /// Objects `--repair` would repair (counted as the repaired object's decision otherwise).
+    /// Objects `--repair` would repair (counted as the repaired object's finding otherwise).
     pub repaired: u64,
     /// Objects of other kinds.
     pub skipped: u64,
@@ -198,22 +198,22 @@ pub struct Summary {
 }
 
 impl Summary {
-    pub(crate) fn count(&mut self, resource: HealthResource, decision: &Decision) {
+    pub(crate) fn count(&mut self, resource: HealthResource, finding: &Finding) {
         self.objects += 1;
         match resource {
             HealthResource::Pods => self.pods += 1,
             HealthResource::PersistentVolumeClaims => self.claims += 1,
             HealthResource::CsiNodes => self.csinodes += 1,
         }
-        match &decision.denial {
+        match &finding.denial {
             Some(denial) if denial.code == 403 => self.forbidden += 1,
             Some(_) => self.invalid += 1,
             None => {}
         }
-        if decision.dropped.is_some() {
+        if finding.dropped.is_some() {
             self.dropped += 1;
         }
-        if !decision.repairs.is_empty() {
+        if !finding.repairs.is_empty() {
             self.repaired += 1;
         }
     }
@@ -299,8 +299,8 @@ impl<W: Write> Reporter<W> {
     }
 
     fn text_object(&mut self, checked: &Checked<'_>) -> io::Result<()> {
-        let decision = checked.decision;
-        if decision.allowed() && decision.dropped.is_none() && decision.repairs.is_empty() {
+        let finding = checked.finding;
+        if finding.allowed() && finding.dropped.is_none() && finding.repairs.is_empty() {
             return Ok(());
         }
         let reference = Reference(checked);
@@ -308,13 +308,13 @@ impl<W: Write> Reporter<W> {
         let red = self.style(AnsiColor::Red.on_default());
         let yellow = self.style(AnsiColor::Yellow.on_default());
         let reset = if self.color { "\x1b[0m" } else { "" };
-        if let Some(field) = decision.dropped {
+        if let Some(field) = finding.dropped {
             writeln!(
                 self.out,
                 "{bold}{reference}{reset}: {field}: {yellow}dropped on save{reset} (CSIVolumeHealth is disabled)"
             )?;
         }
-        for repair in decision.repairs.iter().take(MAX_ERRORS) {
+        for repair in finding.repairs.iter().take(MAX_ERRORS) {
             writeln!(
                 self.out,
                 "{bold}{reference}{reset}: {}: {yellow}repaired{reset}: {}",
@@ -322,7 +322,7 @@ impl<W: Write> Reporter<W> {
                 Printable(&repair.kind.to_string(), MAX_MESSAGE)
             )?;
         }
-        if let Some(more) = decision
+        if let Some(more) = finding
             .repairs
             .len()
             .checked_sub(MAX_ERRORS)
@@ -333,7 +333,7 @@ impl<W: Write> Reporter<W> {
                 "{bold}{reference}{reset}: {yellow}{more} more repairs{reset} (-o json lists them all)"
             )?;
         }
-        let Some(denial) = &decision.denial else {
+        let Some(denial) = &finding.denial else {
             return Ok(());
         };
         if denial.errors.is_empty() {
@@ -454,8 +454,8 @@ struct RepairJson<'a> {
 
 impl<'a> ObjectJson<'a> {
     fn new(checked: &Checked<'a>) -> Self {
-        let decision = checked.decision;
-        let denial = decision.denial.as_ref();
+        let finding = checked.finding;
+        let denial = finding.denial.as_ref();
         ObjectJson {
             kind: checked.resource.kind(),
             namespace: checked.namespace,
@@ -465,15 +465,15 @@ impl<'a> ObjectJson<'a> {
             line: checked.position.line,
             column: checked.position.column,
             old: checked.paired,
-            allowed: decision.allowed(),
+            allowed: finding.allowed(),
             code: denial.map(|d| d.code),
             reason: denial.map(|d| d.reason.as_str()),
             message: denial.map(|d| d.message.as_str()),
             errors: denial
                 .map(|d| d.errors.iter().map(ErrorJson::new).collect())
                 .unwrap_or_default(),
-            dropped: decision.dropped.into_iter().collect(),
-            repaired: decision
+            dropped: finding.dropped.into_iter().collect(),
+            repaired: finding
                 .repairs
                 .iter()
                 .map(|r| RepairJson {

@@ -326,7 +326,7 @@ fn missing_paths_are_errors() {
 fn objects_without_the_field_get_the_librarys_answer() {
     // `check` answers these without calling the library; the library agrees, gate on or off.
     use serde_json::value::RawValue;
-    use volume_health_check::{Decision, decide};
+    use volume_health_check::{Finding, decide};
     use volume_health_validation::{HealthResource, RestrictionPolicy, UserInfo};
     let objects = [
         (
@@ -352,8 +352,8 @@ fn objects_without_the_field_get_the_librarys_answer() {
         };
         for (resource, text) in objects {
             let raw = RawValue::from_string(text.to_owned()).unwrap();
-            let decision = decide(resource, "x", &raw, &old, &UserInfo::default(), &policy);
-            assert_eq!(decision, Decision::default(), "{text}");
+            let finding = decide(resource, "x", &raw, &old, &UserInfo::default(), &policy);
+            assert_eq!(finding, Finding::default(), "{text}");
         }
     }
 }
