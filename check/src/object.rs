@@ -188,11 +188,7 @@ pub struct Denial {
 /// without it, is no business of the webhooks: their configurations do not even send them
 /// such writes (`matchConditions`), and no field rule has anything to check.
 pub(crate) fn may_carry_field(resource: HealthResource, raw: &RawValue) -> bool {
-    let field = resource
-        .gated_pointer()
-        .rsplit('/')
-        .next()
-        .unwrap_or_default();
+    let field = resource.gated_member();
     let text = raw.get().as_bytes();
     memchr::memmem::find(text, field.as_bytes()).is_some()
         || memchr::memmem::find(text, b"\\u").is_some()
@@ -343,11 +339,7 @@ pub(crate) fn reduce_old(
         HealthResource::PersistentVolumeClaims => s.health_status,
         HealthResource::CsiNodes => s.storage_health,
     });
-    let field = resource
-        .gated_pointer()
-        .rsplit('/')
-        .next()
-        .unwrap_or_default();
+    let field = resource.gated_member();
     serde_json::value::to_raw_value(&Reduced::new(header, gated.map(|g| [(field, g)].into())))
 }
 

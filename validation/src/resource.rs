@@ -109,6 +109,16 @@ impl HealthResource {
         }
     }
 
+    /// The gated field's member of `status` (`volumeHealth`, ...): the name a reader of the
+    /// object looks for, with no pointer or path to take apart.
+    pub const fn gated_member(self) -> &'static str {
+        match self {
+            HealthResource::Pods => "volumeHealth",
+            HealthResource::PersistentVolumeClaims => "healthStatus",
+            HealthResource::CsiNodes => "storageHealth",
+        }
+    }
+
     /// The gated field as a field path.
     pub fn gated_field(self) -> &'static str {
         match self {
@@ -164,5 +174,20 @@ impl Operation {
 impl fmt::Display for Operation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::HealthResource;
+
+    /// The member, the pointer and the path name one field.
+    #[test]
+    fn the_gated_field_is_one_member_of_status() {
+        for resource in HealthResource::ALL {
+            let member = resource.gated_member();
+            assert_eq!(resource.gated_pointer(), format!("/status/{member}"));
+            assert_eq!(resource.gated_field(), format!("status.{member}"));
+        }
     }
 }
