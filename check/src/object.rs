@@ -6,7 +6,7 @@ use serde::Deserialize;
 use serde::Serialize;
 use serde_json::value::RawValue;
 use volume_health_validation::admission::Invalid;
-use volume_health_validation::error::chain as error_chain;
+use volume_health_validation::error;
 use volume_health_validation::repair::Repair;
 use volume_health_validation::{
     AdmissionRequest, ErrorList, HealthResource, Operation, RestrictionPolicy, UserInfo, Verdict,
@@ -299,7 +299,7 @@ fn bad_request(err: &dyn std::error::Error) -> Denial {
     Denial {
         code: 400,
         reason: "BadRequest".to_owned(),
-        message: error_chain(err),
+        message: error::chain(err),
         errors: ErrorList::new(),
     }
 }

@@ -54,7 +54,10 @@ mod testfs;
 /// An error and every error below it, outermost first, joined by `": "`.
 ///
 /// Each error's own message describes only its layer, so this is how a cause
-/// reaches a report or a log line exactly once.
+/// reaches a report or a log line exactly once. The webhooks' chain
+/// (`volume_health_validation::error::chain`) is bounded for text that comes
+/// from a request; the doctor's errors come from its own node, are printed
+/// whole, and the doctor shares no code with the webhooks.
 pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
     let mut text = error.to_string();
     let mut source = error.source();

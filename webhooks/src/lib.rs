@@ -20,5 +20,3 @@ pub mod telemetry;
 pub mod tls;
 
 pub use handlers::{Settings, WebhookState, router};
-
-pub use volume_health_validation::error::chain as error_chain;

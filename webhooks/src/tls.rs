@@ -309,7 +309,7 @@ pub async fn watch(
             Ok(Err(err)) => {
                 // Missing files are normal for an instant during some rotations; a file that
                 // stays unreadable is worth a line at debug level, the old pair still serves.
-                tracing::debug!(error = %crate::error_chain(&err), "certificate files unreadable");
+                tracing::debug!(error = %volume_health_validation::error::chain(&err), "certificate files unreadable");
                 continue;
             }
             Err(_) => continue,
@@ -325,13 +325,13 @@ pub async fn watch(
                 tracing::info!(cert = %files.cert.display(), "serving certificate reloaded");
             }
             Reload::NotYet(err) => tracing::debug!(
-                error = %crate::error_chain(&err),
+                error = %volume_health_validation::error::chain(&err),
                 "new certificate files do not load yet; checking again on the next poll"
             ),
             Reload::Broken(err) => {
                 metrics.cert_reload(false);
                 tracing::error!(
-                    error = %crate::error_chain(&err),
+                    error = %volume_health_validation::error::chain(&err),
                     "new serving certificate is unusable; keeping the previous one"
                 );
             }
@@ -651,7 +651,7 @@ mod tests {
             match state.observe(&files(), bad) {
                 Reload::Broken(err) => {
                     assert!(matches!(err, TlsError::Unservable { .. }), "{what}: {err}");
-                    eprintln!("{what}: {}", crate::error_chain(&err));
+                    eprintln!("{what}: {}", volume_health_validation::error::chain(&err));
                 }
                 other => panic!("{what}: {other:?}"),
             }

@@ -7,7 +7,7 @@ use tracing::Level;
 use volume_health_check::drop_on_save;
 use volume_health_check::repair as repair_labels;
 use volume_health_validation::admission::{DecodeError, Invalid};
-use volume_health_validation::error::{MAX_MESSAGE_BYTES, prefix};
+use volume_health_validation::error::{self, MAX_MESSAGE_BYTES, prefix};
 use volume_health_validation::status::bad_request_status;
 use volume_health_validation::{AdmissionRequest, HealthResource, Verdict};
 
@@ -15,7 +15,6 @@ use super::endpoint::{Endpoint, Reviewed};
 use super::rejection::Rejection;
 use super::state::WebhookState;
 use crate::enforcement::{self, EnforcementAction};
-use crate::error_chain;
 use crate::review;
 use crate::telemetry::{HANDLERS_TARGET, event_at, logged};
 
@@ -131,7 +130,7 @@ impl Reviewed for AdmissionReviewed<'_> {
 
 /// An object that is not its kind: the review is answered, denied with a 400 `Status`.
 fn undecidable(request: AdmissionRequest<'_>, err: DecodeError) -> AdmissionReviewed<'_> {
-    let status = bad_request_status(error_chain(&err));
+    let status = bad_request_status(error::chain(&err));
     let body = review::Response::deny(&request.uid, status).into_body();
     AdmissionReviewed {
         request,
@@ -219,7 +218,7 @@ fn repair<'b>(
             tracing::warn!(
                 target: HANDLERS_TARGET,
                 uid = logged(&request.uid),
-                error = logged(&error_chain(&err)),
+                error = logged(&error::chain(&err)),
                 "no repair made"
             );
             return AdmissionReviewed::allowed(request);

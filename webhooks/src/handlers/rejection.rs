@@ -5,10 +5,9 @@ use std::time::Instant;
 
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use volume_health_validation::error::{MAX_MESSAGE_BYTES, cut};
+use volume_health_validation::error::{self, MAX_MESSAGE_BYTES, cut};
 use volume_health_validation::status::bad_request_status;
 
-use crate::error_chain;
 use crate::metrics::Metrics;
 use crate::review::{BadReview, PlainJson};
 use crate::telemetry::HANDLERS_TARGET;
@@ -73,8 +72,10 @@ impl Rejection {
             Rejection::Busy => {
                 "too many request bytes in flight (--max-in-flight-bytes); try again".to_owned()
             }
-            Rejection::Read(err) => format!("could not read request body: {}", error_chain(&**err)),
-            Rejection::BadReview(err) => error_chain(&**err),
+            Rejection::Read(err) => {
+                format!("could not read request body: {}", error::chain(&**err))
+            }
+            Rejection::BadReview(err) => error::chain(&**err),
             Rejection::Panicked => "the review could not be decided".to_owned(),
         };
         match cut(&message, MAX_MESSAGE_BYTES) {
