@@ -3,9 +3,9 @@
 use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
-use volume_health_validation::decode::json::{self, optional_text};
 use volume_health_validation::error::{MAX_QUOTED_BYTES, cut};
 use volume_health_validation::identity::Groups;
+use volume_health_validation::json::{self, optional_text};
 
 use crate::decision::{AuthzPolicy, Decision, ResourceAttributes, decide};
 

@@ -378,7 +378,7 @@ fn not_an_object(located: &Located<'_>, err: &serde_json::Error) -> InputError {
         position: located.position,
         message: format!(
             "not a Kubernetes object: {}",
-            volume_health_validation::decode::json::message_without_position(err)
+            volume_health_validation::json::message_without_position(err)
         ),
     }
 }

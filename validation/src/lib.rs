@@ -65,18 +65,19 @@
 //! by list, their limits, [`rules::ConditionIdentity`]), [`restriction`] (the node rules and
 //! their texts), [`admission`] (the verdict's parts and errors), [`field`] (paths and error
 //! kinds), [`status`] (the `Status` an apiserver answers with), [`identity`] (node users),
-//! [`error`] (an error and its causes on one line), [`repair`] (the smallest change that makes
+//! [`error`] (an error and its causes on one line), [`json`] (JSON read strictly, as the
+//! apiserver reads it, for other documents), [`repair`] (the smallest change that makes
 //! a report valid, and for writers a no-op test and transition times carried over).
 //!
 //! This crate selects no k8s-openapi version: the program that depends on it enables `v1_37` or
 //! later, as k8s-openapi asks of libraries.
 
 pub mod admission;
-#[doc(hidden)]
-pub mod decode;
+mod decode;
 pub mod error;
 pub mod field;
 pub mod identity;
+pub mod json;
 mod render;
 pub mod repair;
 mod resource;

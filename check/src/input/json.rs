@@ -15,7 +15,7 @@ use std::borrow::Cow;
 use std::io::Read;
 
 use serde_json::value::RawValue;
-use volume_health_validation::decode::json::{Borrowed, message_without_position};
+use volume_health_validation::json::{Borrowed, message_without_position};
 
 use super::list::{Envelope, duplicate};
 use super::{InputError, Located, Position};

@@ -8,8 +8,8 @@ use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer};
 
 pub(crate) use super::strict::LIST;
+pub(crate) use super::strict::strict;
 use super::strict::{Lists, with_lists};
-pub use super::strict::{Strict, strict};
 
 /// Reads `T` from `text`, refusing a non-object wherever `T` (at any depth) wants a struct.
 ///
@@ -30,7 +30,7 @@ pub(crate) fn from_str_views<'a, S: DeserializeSeed<'a> + Copy>(
 }
 
 /// Reads `text` with `seed`, every list captured.
-pub fn from_str_seed<'a, S: DeserializeSeed<'a>>(
+pub(crate) fn from_str_seed<'a, S: DeserializeSeed<'a>>(
     text: &'a str,
     seed: S,
 ) -> Result<S::Value, serde_json::Error> {

@@ -31,7 +31,7 @@
 //! they read that object, and only then. Drop on save still reads the gated field alone of such
 //! an object.
 
-pub mod json;
+pub(crate) mod json;
 mod objects;
 mod review;
 mod strict;

@@ -23,7 +23,7 @@ use serde::de::{
 use crate::error::Bounded;
 
 /// `inner`, with structs read only from maps.
-pub fn strict<'de, D: Deserializer<'de>>(inner: D) -> Strict<D> {
+pub(crate) fn strict<'de, D: Deserializer<'de>>(inner: D) -> Strict<D> {
     Strict(inner, Lists::Captured)
 }
 
@@ -34,7 +34,7 @@ pub(crate) fn with_lists<'de, D: Deserializer<'de>>(inner: D, lists: Lists) -> S
 
 /// A deserializer whose structs are maps only; see the module documentation.
 #[derive(Debug)]
-pub struct Strict<D>(D, pub(crate) Lists);
+pub(crate) struct Strict<D>(D, pub(crate) Lists);
 
 /// How the lists of views ([`crate::decode::view::RawList`]) are read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
