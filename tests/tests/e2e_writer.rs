@@ -25,6 +25,7 @@ use kube::client::Body;
 use serde_json::{Value, json};
 use volume_health_example_monitor::{FIELD_MANAGER, Monitor, Outcome};
 use volume_health_tests::cluster::{Cluster, ClusterOptions, Identity, bin_dir, create_namespace};
+use volume_health_tests::phases::Phases;
 use volume_health_validation::repair::RepairKind;
 
 const NAMESPACE: &str = "monitored";
@@ -113,32 +114,248 @@ async fn audited_writes(cluster: &Cluster, expected: usize) -> Vec<i64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "starts kube-apiserver and etcd: `make e2e`"]
 async fn the_example_monitor_writes_only_what_changed() {
-    // Bounded: a hung step fails the suite instead of holding CI.
-    tokio::time::timeout(Duration::from_secs(300), monitor())
-        .await
-        .expect("the suite did not finish within 5 minutes");
+    // Each phase is bounded: a hung step fails its phase instead of holding CI. Each step
+    // needs the one before: the monitor remembers what it wrote.
+    let mut phases = Phases::new("e2e_writer", Duration::from_secs(120));
+    let Some((cluster, admin, mut monitor, sent)) =
+        phases.phase("control plane").run(setup()).await
+    else {
+        return phases.finish();
+    };
+    let cluster = &cluster;
+    let status_uri =
+        format!("/api/v1/namespaces/{NAMESPACE}/persistentvolumeclaims/{CLAIM}/status");
+    let throttled = condition("Degraded", "IOPSThrottled", "throttled");
+    // The report of step 4: a repeated pair, a 1,500-byte message.
+    let long = "x".repeat(1500);
+    let report = vec![
+        condition("Degraded", "IOPSThrottled", &long),
+        condition("Degraded", "IOPSThrottled", "throttled again"),
+        condition("Inaccessible", "VolumeUnreachable", "no path"),
+    ];
+
+    // 1. The first report: the claim read once, then one PATCH with the monitor's field manager.
+    phases
+        .phase("first report")
+        .run(async {
+            let reported = monitor
+                .report(vec![throttled.clone()], &minute(1))
+                .await
+                .unwrap();
+            assert_eq!(reported.outcome, Outcome::Written);
+            let requests = sent.take();
+            eprintln!("1. first report: {requests:#?}");
+            assert_eq!(requests.len(), 2, "{requests:#?}");
+            assert!(requests[0].starts_with(&format!("GET {status_uri} ")));
+            // The monitor's own field manager, as a query parameter of the PATCH.
+            let (method, rest) = requests[1].split_once(' ').unwrap();
+            let (uri, _) = rest.split_once(' ').unwrap();
+            let (path, query) = uri.split_once('?').unwrap();
+            assert_eq!((method, path), ("PATCH", status_uri.as_str()));
+            assert!(
+                query
+                    .split('&')
+                    .any(|pair| pair == format!("fieldManager={FIELD_MANAGER}")),
+                "{query}"
+            );
+            assert_eq!(
+                stored(&admin).await,
+                json!({"healthConditions": [throttled], "lastTransitionTime": minute(1)})
+            );
+            let managed = admin
+                .get_status(CLAIM)
+                .await
+                .unwrap()
+                .metadata
+                .managed_fields;
+            let entry = managed
+                .iter()
+                .flatten()
+                .find(|entry| entry.manager.as_deref() == Some(FIELD_MANAGER))
+                .expect("the monitor's managedFields entry");
+            assert_eq!(entry.subresource.as_deref(), Some("status"));
+            assert_eq!(entry.operation.as_deref(), Some("Update"));
+            assert!(
+                entry.fields_v1.as_ref().unwrap().0["f:status"]
+                    .get("f:healthStatus")
+                    .is_some(),
+                "{entry:?}"
+            );
+        })
+        .await;
+
+    // 2. The same report: no request at all.
+    phases
+        .phase("the same report")
+        .after("first report")
+        .run(async {
+            let reported = monitor
+                .report(vec![throttled.clone()], &minute(2))
+                .await
+                .unwrap();
+            assert_eq!(reported.outcome, Outcome::Unchanged);
+            assert_eq!(sent.take(), Vec::<String>::new(), "2. the same report");
+            eprintln!("2. the same report: no request");
+        })
+        .await;
+
+    // 3. A new message: a change for external-health-monitor's policy, written; the set of
+    // (status, reason) did not change, so the time is kept.
+    phases
+        .phase("a new message")
+        .after("the same report")
+        .run(async {
+            let harder = condition("Degraded", "IOPSThrottled", "throttled harder");
+            let reported = monitor
+                .report(vec![harder.clone()], &minute(3))
+                .await
+                .unwrap();
+            assert_eq!(reported.outcome, Outcome::Written);
+            let requests = sent.take();
+            assert_eq!(requests.len(), 1, "{requests:#?}");
+            assert!(requests[0].starts_with("PATCH "), "{requests:#?}");
+            assert_eq!(
+                stored(&admin).await,
+                json!({"healthConditions": [harder], "lastTransitionTime": minute(1)})
+            );
+            eprintln!("3. a new message: one PATCH, lastTransitionTime kept");
+        })
+        .await;
+
+    // 4. A report the apiserver refuses as the driver gave it: a repeated pair, a 1,500-byte
+    // message.
+    phases
+        .phase("a refused report repaired")
+        .after("a new message")
+        .run(async {
+            let raw = admin
+                .patch_status(
+                    CLAIM,
+                    &PatchParams::default(),
+                    &Patch::Merge(
+                        json!({"status": {"healthStatus": {"healthConditions": report}}}),
+                    ),
+                )
+                .await;
+            let kube::Error::Api(refused) = raw.unwrap_err() else {
+                panic!("an API error")
+            };
+            assert_eq!(refused.code, 422, "{refused:?}");
+            eprintln!(
+                "4. as the driver gave it: {} {}",
+                refused.code, refused.message
+            );
+            let reported = monitor.report(report.clone(), &minute(4)).await.unwrap();
+            assert_eq!(reported.outcome, Outcome::Written);
+            let kinds: Vec<RepairKind> = reported.repairs.iter().map(|r| r.kind).collect();
+            assert_eq!(
+                kinds,
+                [
+                    RepairKind::DuplicateCondition,
+                    RepairKind::MessageCut {
+                        from: 1500,
+                        to: 1024
+                    }
+                ],
+                "{:?}",
+                reported.repairs
+            );
+            assert_eq!(sent.take().len(), 1);
+            let cut = condition("Degraded", "IOPSThrottled", &long[..1024]);
+            let unreachable = condition("Inaccessible", "VolumeUnreachable", "no path");
+            assert_eq!(
+                stored(&admin).await,
+                json!({"healthConditions": [cut, unreachable], "lastTransitionTime": minute(4)})
+            );
+            eprintln!(
+                "4. repaired ({:?}): stored, lastTransitionTime moved",
+                kinds
+            );
+        })
+        .await;
+
+    // 5. The same driver report again: repaired to what is stored, nothing sent.
+    phases
+        .phase("the same driver report")
+        .after("a refused report repaired")
+        .run(async {
+            let reported = monitor.report(report, &minute(5)).await.unwrap();
+            assert_eq!(reported.outcome, Outcome::Unchanged);
+            assert_eq!(sent.take(), Vec::<String>::new(), "5. the same report");
+            eprintln!("5. the same driver report: no request");
+        })
+        .await;
+
+    // 6. Healthy: `null` clears the field.
+    phases
+        .phase("healthy")
+        .after("the same driver report")
+        .run(async {
+            let reported = monitor.report(vec![], &minute(6)).await.unwrap();
+            assert_eq!(reported.outcome, Outcome::Cleared);
+            let requests = sent.take();
+            assert_eq!(requests.len(), 1, "{requests:#?}");
+            assert!(
+                requests[0].ends_with(r#" {"status":{"healthStatus":null}}"#),
+                "{}",
+                requests[0]
+            );
+            assert_eq!(stored(&admin).await, Value::Null);
+            eprintln!("6. healthy: {}", requests[0]);
+        })
+        .await;
+
+    // 7. Healthy again: nothing to clear.
+    phases
+        .phase("healthy again")
+        .after("healthy")
+        .run(async {
+            let reported = monitor.report(vec![], &minute(7)).await.unwrap();
+            assert_eq!(reported.outcome, Outcome::Unchanged);
+            assert_eq!(sent.take(), Vec::<String>::new(), "7. healthy again");
+            eprintln!("7. healthy again: no request");
+        })
+        .await;
+
+    // The apiserver's side: the monitor's four writes, each stored, and nothing else.
+    let mut audit = phases.phase("audit log");
+    for step in [
+        "first report",
+        "the same report",
+        "a new message",
+        "a refused report repaired",
+        "the same driver report",
+        "healthy",
+        "healthy again",
+    ] {
+        audit = audit.after(step);
+    }
+    audit
+        .run(async {
+            let writes = audited_writes(cluster, 4).await;
+            eprintln!("audit log: the monitor's status writes answered {writes:?}");
+            assert_eq!(writes, [200, 200, 200, 200]);
+        })
+        .await;
+    phases.finish();
 }
 
-async fn monitor() {
+/// The control plane; the claim, and the monitor's account with the two verbs it needs; the
+/// monitor, writing through a client that records its requests.
+async fn setup() -> anyhow::Result<(Cluster, Api<PersistentVolumeClaim>, Monitor, Sent)> {
     let options = ClusterOptions {
         in_tree_gate: true,
         authorizer: None,
     };
-    let cluster = Cluster::start(&bin_dir().unwrap(), options).await.unwrap();
+    let cluster = Cluster::start(&bin_dir()?, options).await?;
     eprintln!("kube-apiserver ready; logs in {}", cluster.dir().display());
-
-    // The claim, and the monitor's account with the two verbs it needs.
-    let admin_client = cluster.client(Identity::Admin).await.unwrap();
-    create_namespace(&admin_client, NAMESPACE).await.unwrap();
+    let admin_client = cluster.client(Identity::Admin).await?;
+    create_namespace(&admin_client, NAMESPACE).await?;
     let admin: Api<PersistentVolumeClaim> = Api::namespaced(admin_client, NAMESPACE);
     let claim = serde_json::from_value(json!({"metadata": {"name": CLAIM}, "spec": {
-        "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}))
-    .unwrap();
-    admin.create(&PostParams::default(), &claim).await.unwrap();
-    let token = cluster
-        .service_account_token(NAMESPACE, ACCOUNT)
-        .await
-        .unwrap();
+        "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}))?;
+    admin.create(&PostParams::default(), &claim).await?;
+    let token = cluster.service_account_token(NAMESPACE, ACCOUNT).await?;
     for (path, object) in [
         (
             "/apis/rbac.authorization.k8s.io/v1/clusterroles".to_owned(),
@@ -160,170 +377,13 @@ async fn monitor() {
         let (code, body) = cluster
             .api
             .send(Method::POST, &path, Some(&object), None)
-            .await
-            .unwrap();
+            .await?;
         assert_eq!(code, 201, "{path}: {body}");
     }
     let sent = Sent::default();
-    let client = recording(
-        cluster.client(Identity::Token(&token)).await.unwrap(),
-        sent.clone(),
-    );
-    let mut monitor = Monitor::new(Api::namespaced(client, NAMESPACE), CLAIM);
-    let status_uri =
-        format!("/api/v1/namespaces/{NAMESPACE}/persistentvolumeclaims/{CLAIM}/status");
-
-    // 1. The first report: the claim read once, then one PATCH with the monitor's field manager.
-    let throttled = condition("Degraded", "IOPSThrottled", "throttled");
-    let reported = monitor
-        .report(vec![throttled.clone()], &minute(1))
-        .await
-        .unwrap();
-    assert_eq!(reported.outcome, Outcome::Written);
-    let requests = sent.take();
-    eprintln!("1. first report: {requests:#?}");
-    assert_eq!(requests.len(), 2, "{requests:#?}");
-    assert!(requests[0].starts_with(&format!("GET {status_uri} ")));
-    // The monitor's own field manager, as a query parameter of the PATCH.
-    let (method, rest) = requests[1].split_once(' ').unwrap();
-    let (uri, _) = rest.split_once(' ').unwrap();
-    let (path, query) = uri.split_once('?').unwrap();
-    assert_eq!((method, path), ("PATCH", status_uri.as_str()));
-    assert!(
-        query
-            .split('&')
-            .any(|pair| pair == format!("fieldManager={FIELD_MANAGER}")),
-        "{query}"
-    );
-    assert_eq!(
-        stored(&admin).await,
-        json!({"healthConditions": [throttled], "lastTransitionTime": minute(1)})
-    );
-    let managed = admin
-        .get_status(CLAIM)
-        .await
-        .unwrap()
-        .metadata
-        .managed_fields;
-    let entry = managed
-        .iter()
-        .flatten()
-        .find(|entry| entry.manager.as_deref() == Some(FIELD_MANAGER))
-        .expect("the monitor's managedFields entry");
-    assert_eq!(entry.subresource.as_deref(), Some("status"));
-    assert_eq!(entry.operation.as_deref(), Some("Update"));
-    assert!(
-        entry.fields_v1.as_ref().unwrap().0["f:status"]
-            .get("f:healthStatus")
-            .is_some(),
-        "{entry:?}"
-    );
-
-    // 2. The same report: no request at all.
-    let reported = monitor
-        .report(vec![throttled.clone()], &minute(2))
-        .await
-        .unwrap();
-    assert_eq!(reported.outcome, Outcome::Unchanged);
-    assert_eq!(sent.take(), Vec::<String>::new(), "2. the same report");
-    eprintln!("2. the same report: no request");
-
-    // 3. A new message: a change for external-health-monitor's policy, written; the set of
-    // (status, reason) did not change, so the time is kept.
-    let harder = condition("Degraded", "IOPSThrottled", "throttled harder");
-    let reported = monitor
-        .report(vec![harder.clone()], &minute(3))
-        .await
-        .unwrap();
-    assert_eq!(reported.outcome, Outcome::Written);
-    let requests = sent.take();
-    assert_eq!(requests.len(), 1, "{requests:#?}");
-    assert!(requests[0].starts_with("PATCH "), "{requests:#?}");
-    assert_eq!(
-        stored(&admin).await,
-        json!({"healthConditions": [harder], "lastTransitionTime": minute(1)})
-    );
-    eprintln!("3. a new message: one PATCH, lastTransitionTime kept");
-
-    // 4. A report the apiserver refuses as the driver gave it: a repeated pair, a 1,500-byte
-    // message.
-    let long = "x".repeat(1500);
-    let report = vec![
-        condition("Degraded", "IOPSThrottled", &long),
-        condition("Degraded", "IOPSThrottled", "throttled again"),
-        condition("Inaccessible", "VolumeUnreachable", "no path"),
-    ];
-    let raw = admin
-        .patch_status(
-            CLAIM,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"healthStatus": {"healthConditions": report}}})),
-        )
-        .await;
-    let kube::Error::Api(refused) = raw.unwrap_err() else {
-        panic!("an API error")
-    };
-    assert_eq!(refused.code, 422, "{refused:?}");
-    eprintln!(
-        "4. as the driver gave it: {} {}",
-        refused.code, refused.message
-    );
-    let reported = monitor.report(report.clone(), &minute(4)).await.unwrap();
-    assert_eq!(reported.outcome, Outcome::Written);
-    let kinds: Vec<RepairKind> = reported.repairs.iter().map(|r| r.kind).collect();
-    assert_eq!(
-        kinds,
-        [
-            RepairKind::DuplicateCondition,
-            RepairKind::MessageCut {
-                from: 1500,
-                to: 1024
-            }
-        ],
-        "{:?}",
-        reported.repairs
-    );
-    assert_eq!(sent.take().len(), 1);
-    let cut = condition("Degraded", "IOPSThrottled", &long[..1024]);
-    let unreachable = condition("Inaccessible", "VolumeUnreachable", "no path");
-    assert_eq!(
-        stored(&admin).await,
-        json!({"healthConditions": [cut, unreachable], "lastTransitionTime": minute(4)})
-    );
-    eprintln!(
-        "4. repaired ({:?}): stored, lastTransitionTime moved",
-        kinds
-    );
-
-    // 5. The same driver report again: repaired to what is stored, nothing sent.
-    let reported = monitor.report(report, &minute(5)).await.unwrap();
-    assert_eq!(reported.outcome, Outcome::Unchanged);
-    assert_eq!(sent.take(), Vec::<String>::new(), "5. the same report");
-    eprintln!("5. the same driver report: no request");
-
-    // 6. Healthy: `null` clears the field.
-    let reported = monitor.report(vec![], &minute(6)).await.unwrap();
-    assert_eq!(reported.outcome, Outcome::Cleared);
-    let requests = sent.take();
-    assert_eq!(requests.len(), 1, "{requests:#?}");
-    assert!(
-        requests[0].ends_with(r#" {"status":{"healthStatus":null}}"#),
-        "{}",
-        requests[0]
-    );
-    assert_eq!(stored(&admin).await, Value::Null);
-    eprintln!("6. healthy: {}", requests[0]);
-
-    // 7. Healthy again: nothing to clear.
-    let reported = monitor.report(vec![], &minute(7)).await.unwrap();
-    assert_eq!(reported.outcome, Outcome::Unchanged);
-    assert_eq!(sent.take(), Vec::<String>::new(), "7. healthy again");
-    eprintln!("7. healthy again: no request");
-
-    // The apiserver's side: the monitor's four writes, each stored, and nothing else.
-    let writes = audited_writes(&cluster, 4).await;
-    eprintln!("audit log: the monitor's status writes answered {writes:?}");
-    assert_eq!(writes, [200, 200, 200, 200]);
+    let client = recording(cluster.client(Identity::Token(&token)).await?, sent.clone());
+    let monitor = Monitor::new(Api::namespaced(client, NAMESPACE), CLAIM);
+    Ok((cluster, admin, monitor, sent))
 }
 
 /// With the gate off the apiserver drops `status.healthStatus` on save and answers 200: the
@@ -331,32 +391,41 @@ async fn monitor() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "starts kube-apiserver and etcd: `make e2e`"]
 async fn the_example_monitor_tells_a_dropped_write() {
-    tokio::time::timeout(Duration::from_secs(300), dropped())
+    // Each phase is bounded: a hung step fails its phase instead of holding CI.
+    let mut phases = Phases::new("e2e_writer, gate off", Duration::from_secs(120));
+    let Some((_cluster, claims)) = phases
+        .phase("control plane")
+        .run(async {
+            let options = ClusterOptions {
+                in_tree_gate: false,
+                authorizer: None,
+            };
+            let cluster = Cluster::start(&bin_dir()?, options).await?;
+            let client = cluster.client(Identity::Admin).await?;
+            create_namespace(&client, NAMESPACE).await?;
+            let claims: Api<PersistentVolumeClaim> = Api::namespaced(client, NAMESPACE);
+            let claim = serde_json::from_value(json!({"metadata": {"name": CLAIM}, "spec": {
+                "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}))?;
+            claims.create(&PostParams::default(), &claim).await?;
+            anyhow::Ok((cluster, claims))
+        })
         .await
-        .expect("the suite did not finish within 5 minutes");
-}
-
-async fn dropped() {
-    let options = ClusterOptions {
-        in_tree_gate: false,
-        authorizer: None,
+    else {
+        return phases.finish();
     };
-    let cluster = Cluster::start(&bin_dir().unwrap(), options).await.unwrap();
-    let client = cluster.client(Identity::Admin).await.unwrap();
-    create_namespace(&client, NAMESPACE).await.unwrap();
-    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client, NAMESPACE);
-    let claim = serde_json::from_value(json!({"metadata": {"name": CLAIM}, "spec": {
-        "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}))
-    .unwrap();
-    claims.create(&PostParams::default(), &claim).await.unwrap();
-
-    let mut monitor = Monitor::new(claims.clone(), CLAIM);
-    let report = vec![condition("Degraded", "IOPSThrottled", "throttled")];
-    for n in 1..=2 {
-        // Nothing is stored, so the next probe writes again, and is dropped again.
-        let reported = monitor.report(report.clone(), &minute(n)).await.unwrap();
-        assert_eq!(reported.outcome, Outcome::Dropped, "probe {n}");
-    }
-    assert_eq!(stored(&claims).await, Value::Null);
-    eprintln!("gate off: {}", Outcome::Dropped);
+    phases
+        .phase("dropped writes")
+        .run(async {
+            let mut monitor = Monitor::new(claims.clone(), CLAIM);
+            let report = vec![condition("Degraded", "IOPSThrottled", "throttled")];
+            for n in 1..=2 {
+                // Nothing is stored, so the next probe writes again, and is dropped again.
+                let reported = monitor.report(report.clone(), &minute(n)).await.unwrap();
+                assert_eq!(reported.outcome, Outcome::Dropped, "probe {n}");
+            }
+            assert_eq!(stored(&claims).await, Value::Null);
+            eprintln!("gate off: {}", Outcome::Dropped);
+        })
+        .await;
+    phases.finish();
 }
