@@ -143,10 +143,9 @@ impl Phases {
         {
             match outcome {
                 Outcome::Ok => eprintln!("  ok       {name} ({took:.1?})"),
-                Outcome::Failed(message) => eprintln!(
-                    "  FAILED   {name} ({took:.1?}): {}",
-                    message.lines().next().unwrap_or_default()
-                ),
+                Outcome::Failed(message) => {
+                    eprintln!("  FAILED   {name} ({took:.1?}): {}", one_line(message))
+                }
                 Outcome::Skipped { after } => {
                     eprintln!("  skipped  {name}: needs {after}, which did not pass")
                 }
@@ -251,6 +250,21 @@ impl Phase<'_> {
             took,
         });
         value
+    }
+}
+
+/// `message` on one line of at most 200 characters: `assert_eq!` writes its values on lines
+/// of their own.
+fn one_line(message: &str) -> String {
+    let joined = message
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty())
+        .collect::<Vec<_>>()
+        .join(" | ");
+    match joined.char_indices().nth(200) {
+        Some((at, _)) => format!("{}...", &joined[..at]),
+        None => joined,
     }
 }
 
@@ -391,6 +405,16 @@ mod tests {
             finish_message(phases).as_deref(),
             Some("suite: 2 of 3 phases failed: panics; errs")
         );
+    }
+
+    #[test]
+    fn a_message_is_reported_on_one_short_line() {
+        assert_eq!(
+            one_line("assertion `left == right` failed\n  left: 1\n right: 2\n"),
+            "assertion `left == right` failed | left: 1 | right: 2"
+        );
+        let long = "é".repeat(300);
+        assert_eq!(one_line(&long), format!("{}...", "é".repeat(200)));
     }
 
     #[tokio::test]
