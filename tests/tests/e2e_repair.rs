@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 use volume_health_tests::cluster::{
     ControlPlane, Identity, REPAIR_ENV, bound_pod, create_namespace,
 };
+use volume_health_tests::phases::Phases;
 use volume_health_validation::repair::{repair_pvc, repair_storage_health};
 use volume_health_validation::rules::ConditionIdentity;
 
@@ -132,65 +133,115 @@ async fn set_repair(plane: &mut ControlPlane, on: bool) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "starts kube-apiserver, etcd and the release binary: `make e2e`"]
 async fn repair_keeps_the_writers_flowing() {
-    // Bounded: a hung step fails the suite instead of holding CI.
-    tokio::time::timeout(Duration::from_secs(600), run())
-        .await
-        .expect("the suite did not finish within 10 minutes");
+    // Each phase is bounded: a hung step fails its phase instead of holding CI.
+    let mut phases = Phases::new("e2e_repair", Duration::from_secs(180));
+    let Some((mut plane, admin, kubelet)) = phases.phase("control plane").run(setup()).await else {
+        return phases.finish();
+    };
+    phases
+        .phase("first reports")
+        .run(first_reports(&admin, &kubelet))
+        .await;
+    phases
+        .phase("refused without repair")
+        .after("first reports")
+        .run(refused_without_repair(&admin, &kubelet))
+        .await;
+    phases
+        .phase("repair on")
+        .run(set_repair(&mut plane, true))
+        .await;
+    let plane = &plane;
+    phases
+        .phase("repaired pod")
+        .after("first reports")
+        .after("repair on")
+        .run(repaired_pod(plane, &kubelet))
+        .await;
+    phases
+        .phase("repaired CSINode")
+        .after("first reports")
+        .after("repair on")
+        .run(repaired_node(plane, &kubelet))
+        .await;
+    phases
+        .phase("repaired claim")
+        .after("first reports")
+        .after("repair on")
+        .run(repaired_claim(plane, &admin))
+        .await;
+    phases
+        .phase("audit annotations")
+        .after("repaired pod")
+        .after("repaired CSINode")
+        .after("repaired claim")
+        .run(audit_annotations(plane))
+        .await;
+    phases
+        .phase("healthy writers cost no repair review")
+        .after("first reports")
+        .after("repair on")
+        .run(healthy_writers(plane, &admin, &kubelet))
+        .await;
+    phases
+        .phase("generated reports")
+        .after("repair on")
+        .run(generated(&admin, &kubelet))
+        .await;
+    phases.finish();
 }
 
-async fn run() {
-    // The repair entries are installed; the server starts with repair off.
-    let mut plane = ControlPlane::start(true, &[(REPAIR_ENV, "false")])
-        .await
-        .unwrap();
+/// The control plane, its admin and the node's kubelet, and the objects they write: a claim,
+/// a pod bound to the node, the node's CSINode. The repair entries are installed; the server
+/// starts with repair off.
+async fn setup() -> anyhow::Result<(ControlPlane, kube::Client, kube::Client)> {
+    let plane = ControlPlane::start(true, &[(REPAIR_ENV, "false")]).await?;
     eprintln!("logs in {}", plane.cluster.dir().display());
-    let admin = plane.cluster.client(Identity::Admin).await.unwrap();
-    let kubelet = plane.cluster.client(Identity::Node(NODE)).await.unwrap();
-    create_namespace(&admin, NS).await.unwrap();
+    let admin = plane.cluster.client(Identity::Admin).await?;
+    let kubelet = plane.cluster.client(Identity::Node(NODE)).await?;
+    create_namespace(&admin, NS).await?;
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(admin.clone(), NS);
     claims
         .create(
             &PostParams::default(),
             &serde_json::from_value(json!({"metadata": {"name": "claim"},
-                "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}))
-            .unwrap(),
+                "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}))?,
         )
-        .await
-        .unwrap();
+        .await?;
     let pods: Api<Pod> = Api::namespaced(admin.clone(), NS);
-    pods.create(&PostParams::default(), &bound_pod("web-0", NODE).unwrap())
-        .await
-        .unwrap();
+    pods.create(&PostParams::default(), &bound_pod("web-0", NODE)?)
+        .await?;
     let nodes: Api<CSINode> = Api::all(kubelet.clone());
     nodes
         .create(
             &PostParams::default(),
             &serde_json::from_value(json!({"metadata": {"name": NODE},
-                "spec": {"drivers": [{"name": DRIVER, "nodeID": NODE, "topologyKeys": []}]}}))
-            .unwrap(),
+                "spec": {"drivers": [{"name": DRIVER, "nodeID": NODE, "topologyKeys": []}]}}))?,
         )
-        .await
-        .unwrap();
+        .await?;
+    Ok((plane, admin, kubelet))
+}
 
-    // Each writer has reported before: the reports below are changes, which only the repair
-    // entries are sent (a first report also reaches drop on save's entries, which repair too).
+/// Each writer has reported before: the reports after are changes, which only the repair
+/// entries are sent (a first report also reaches drop on save's entries, which repair too).
+async fn first_reports(admin: &kube::Client, kubelet: &kube::Client) {
     for (client, path, content_type, body) in [
         (
-            &kubelet,
+            kubelet,
             pod_path(),
             STRATEGIC,
             json!({"status": {"volumeHealth": [{"name": "vol", "healthConditions": [
                 {"status": "Degraded", "reason": "Slow"}]}]}}),
         ),
         (
-            &kubelet,
+            kubelet,
             node_path(),
             MERGE,
             json!({"status": {"storageHealth": [{"name": DRIVER, "healthConditions": [
                 {"status": "StorageDegraded", "reason": "PoolSlow"}]}]}}),
         ),
         (
-            &admin,
+            admin,
             claim_path(),
             MERGE,
             json!({"status": {"healthStatus": {"healthConditions": [
@@ -200,10 +251,12 @@ async fn run() {
         let answer = patch(client, &path, content_type, &body).await;
         assert_eq!(answer.code, 200, "{path}: {}", answer.body);
     }
+}
 
-    // Without repair: each report is refused, and would be on every retry.
+/// Without repair: each report is refused, and would be on every retry.
+async fn refused_without_repair(admin: &kube::Client, kubelet: &kube::Client) {
     let pod = patch(
-        &kubelet,
+        kubelet,
         &pod_path(),
         STRATEGIC,
         &terminated_with_duplicates(),
@@ -218,7 +271,7 @@ async fn run() {
         "{}",
         pod.body
     );
-    let node = patch(&kubelet, &node_path(), MERGE, &indistinct()).await;
+    let node = patch(kubelet, &node_path(), MERGE, &indistinct()).await;
     assert_eq!(node.code, 422, "{}", node.body);
     assert!(
         node.body["message"]
@@ -228,18 +281,20 @@ async fn run() {
         "{}",
         node.body
     );
-    let claim = patch(&admin, &claim_path(), MERGE, &long_message()).await;
+    let claim = patch(admin, &claim_path(), MERGE, &long_message()).await;
     assert_eq!(claim.code, 422, "{}", claim.body);
     assert!(
         claim.body["message"].as_str().unwrap().contains("Too long"),
         "{}",
         claim.body
     );
+}
 
-    // With repair: stored, repaired, warned, counted and annotated.
-    set_repair(&mut plane, true).await;
+/// With repair, kubernetes#142280's pod report: stored with the container state, repaired,
+/// warned and counted.
+async fn repaired_pod(plane: &ControlPlane, kubelet: &kube::Client) {
     let pod = patch(
-        &kubelet,
+        kubelet,
         &pod_path(),
         STRATEGIC,
         &terminated_with_duplicates(),
@@ -261,9 +316,13 @@ async fn run() {
         "{:?}",
         pod.warnings
     );
-    assert_eq!(repairs(&plane, "pods", "duplicate_condition").await, 1.0);
+    assert_eq!(repairs(plane, "pods", "duplicate_condition").await, 1.0);
+}
 
-    let node = patch(&kubelet, &node_path(), MERGE, &indistinct()).await;
+/// With repair, the CSINode report of two conditions the kubelet cannot tell apart: stored
+/// repaired, warned and counted.
+async fn repaired_node(plane: &ControlPlane, kubelet: &kube::Client) {
+    let node = patch(kubelet, &node_path(), MERGE, &indistinct()).await;
     assert_eq!(node.code, 200, "{}", node.body);
     let conditions = node.body["status"]["storageHealth"][0]["healthConditions"]
         .as_array()
@@ -278,11 +337,14 @@ async fn run() {
         node.warnings
     );
     assert_eq!(
-        repairs(&plane, "csinodes", "indistinct_condition").await,
+        repairs(plane, "csinodes", "indistinct_condition").await,
         1.0
     );
+}
 
-    let claim = patch(&admin, &claim_path(), MERGE, &long_message()).await;
+/// With repair, the claim report with a 1,500-byte message: stored cut, warned and counted.
+async fn repaired_claim(plane: &ControlPlane, admin: &kube::Client) {
+    let claim = patch(admin, &claim_path(), MERGE, &long_message()).await;
     assert_eq!(claim.code, 200, "{}", claim.body);
     let message = claim.body["status"]["healthStatus"]["healthConditions"][0]["message"]
         .as_str()
@@ -294,11 +356,13 @@ async fn run() {
         claim.warnings
     );
     assert_eq!(
-        repairs(&plane, "persistentvolumeclaims", "message_cut").await,
+        repairs(plane, "persistentvolumeclaims", "message_cut").await,
         1.0
     );
+}
 
-    // Each repaired write is annotated in the audit log, under the entry that repaired it.
+/// Each repaired write is annotated in the audit log, under the entry that repaired it.
+async fn audit_annotations(plane: &ControlPlane) {
     let audit = std::fs::read_to_string(plane.cluster.audit_log()).unwrap();
     for (entry, repair) in [
         (
@@ -317,33 +381,35 @@ async fn run() {
             "no {annotation} in the audit log"
         );
     }
+}
 
-    // Healthy writers cost no repair review: changed valid reports, a container state.
+/// Healthy writers cost no repair review: changed valid reports, a container state.
+async fn healthy_writers(plane: &ControlPlane, admin: &kube::Client, kubelet: &kube::Client) {
     let mutate = [r#"endpoint="mutate""#];
-    let before = metric(&plane, "volume_health_webhook_requests_total", &mutate).await;
+    let before = metric(plane, "volume_health_webhook_requests_total", &mutate).await;
     let healthy = [
         (
-            &kubelet,
+            kubelet,
             pod_path(),
             STRATEGIC,
             json!({"status": {"volumeHealth": [{"name": "vol", "healthConditions": [
                 {"status": "Degraded", "reason": "IOPSThrottled", "message": "still"}]}]}}),
         ),
         (
-            &kubelet,
+            kubelet,
             pod_path(),
             STRATEGIC,
             json!({"status": {"conditions": [{"type": "Ready", "status": "False"}]}}),
         ),
         (
-            &kubelet,
+            kubelet,
             node_path(),
             MERGE,
             json!({"status": {"storageHealth": [{"name": DRIVER, "healthConditions": [
                 {"status": "StorageUnreachable", "reason": "PoolGone"}]}]}}),
         ),
         (
-            &admin,
+            admin,
             claim_path(),
             MERGE,
             json!({"status": {"healthStatus": {"healthConditions": [
@@ -355,14 +421,12 @@ async fn run() {
         assert_eq!(answer.code, 200, "{path}: {}", answer.body);
         assert!(answer.warnings.is_empty(), "{path}: {:?}", answer.warnings);
     }
-    let after = metric(&plane, "volume_health_webhook_requests_total", &mutate).await;
+    let after = metric(plane, "volume_health_webhook_requests_total", &mutate).await;
     assert_eq!(
         after - before,
         0.0,
         "a healthy writer's write was sent to /mutate"
     );
-
-    generated(&admin, &kubelet).await;
 }
 
 /// A list as the apiserver stores it: empty strings and empty lists left out (Go's
