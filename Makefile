@@ -18,6 +18,10 @@ DOCTOR_IMAGE ?= $(REGISTRY)/csi-globalmount-doctor:$(TAG)
 # `prometheus` package, unpacked under the target directory (nothing installed or started).
 TOOLS := $(TARGET_DIR)/tools
 PROMTOOL ?= $(or $(shell command -v promtool),$(abspath $(TOOLS))/usr/bin/promtool)
+# valgrind for the instruction-count benchmark, found the same way (Debian's `valgrind`); an
+# unpacked one finds its tools through VALGRIND_LIB.
+VALGRIND ?= $(or $(shell command -v valgrind),$(abspath $(TOOLS))/usr/bin/valgrind)
+VALGRIND_LIB ?= $(if $(filter $(abspath $(TOOLS))/%,$(VALGRIND)),$(abspath $(TOOLS))/usr/libexec/valgrind)
 
 # The apiserver conformance suite CI runs against the release binary; in CI it sits next to
 # the checkout. Its cases: the contract's, and requests whose answers were recorded from a real
@@ -27,8 +31,10 @@ CONFORMANCE_CASES ?= $(addprefix $(dir $(CONFORMANCE)),cases.json upstream-v1.37
 
 # `make bench BENCH=validate` runs the benchmarks whose names contain `validate` (a criterion
 # filter; for the load benchmark, an endpoint); `make bench QUICK=1` measures briefly.
-# `make bench BENCH_ENFORCE=1` fails when the load benchmark misses a target; by default a miss
-# is only printed, since on a shared machine noise alone can move a ratio past a target.
+# `make bench BENCH_ENFORCE=1` fails when the load benchmark misses a target, or when the
+# library's instructions per review rise more than 3% above tests/benches/instructions.baseline;
+# by default a miss is only printed, since on a shared machine noise alone can move a ratio
+# past a target (instruction counts move with the compiler, not with noise).
 BENCH ?=
 QUICK ?=
 BENCH_ENFORCE ?=
@@ -74,6 +80,13 @@ $(abspath $(TOOLS))/usr/bin/promtool:
 	dpkg-deb -x $(TOOLS)/prometheus_*.deb $(TOOLS)
 	rm -f $(TOOLS)/prometheus_*.deb
 	$@ --version
+
+$(abspath $(TOOLS))/usr/bin/valgrind:
+	mkdir -p $(TOOLS)
+	cd $(TOOLS) && { apt-get download valgrind || { apt-get update -qq && apt-get download valgrind; }; }
+	dpkg-deb -x $(TOOLS)/valgrind_*.deb $(TOOLS)
+	rm -f $(TOOLS)/valgrind_*.deb
+	VALGRIND_LIB=$(abspath $(TOOLS))/usr/libexec/valgrind $@ --version
 
 ## lint: clippy over every crate and target, warnings are errors
 lint:
@@ -138,15 +151,19 @@ rollout: release
 		$(CARGO) test --locked -p volume-health-tests --test rollout -- --ignored --nocapture
 
 ## bench: criterion micro-benchmarks (validation; handlers in-process), the end-to-end load
-## benchmark (next to a plain and a strict JSON baseline, with its targets), `check` on a
-## cluster dump and the doctor on a dense node, each next to a baseline; then the webhook hop
-## through a real kube-apiserver (a write with and without the webhooks).
+## benchmark (next to a plain and a strict JSON baseline, with its targets), the library's
+## instructions per review under callgrind (next to a strict JSON pass and to the recorded
+## counts, at most 3% above them), `check` on a cluster dump and the doctor on a dense node,
+## each next to a baseline; then the webhook hop through a real kube-apiserver (a write with
+## and without the webhooks).
 ## BENCH=<filter>, QUICK=1, BENCH_ENFORCE=1: see above.
-bench:
+bench: $(VALGRIND)
 	$(CARGO) bench --locked -p volume-health-validation --bench validate -- $(CRITERION_ARGS) $(BENCH)
 	$(CARGO) bench --locked -p volume-health-tests --bench handlers -- $(CRITERION_ARGS) $(BENCH)
 	$(CARGO) build --release --locked -p volume-health-webhooks --bin volume-health-webhook
 	$(CARGO) bench --locked -p volume-health-tests --bench load -- $(if $(QUICK),--quick) $(BENCH)
+	VALGRIND=$(VALGRIND) $(if $(VALGRIND_LIB),VALGRIND_LIB=$(VALGRIND_LIB)) \
+		$(CARGO) bench --locked -p volume-health-tests --bench instructions -- $(BENCH)
 	$(CARGO) bench --locked -p volume-health-check --bench dump
 	$(CARGO) bench --locked -p csi-globalmount --bench dense_node
 	tests/e2e/tools/build.sh $(E2E_BIN)
