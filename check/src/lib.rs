@@ -44,7 +44,6 @@ use volume_health_validation::rules::ConditionIdentity;
 use volume_health_validation::status::MAX_REPORTED_ERRORS;
 use volume_health_validation::{HealthResource, RestrictionPolicy, UserInfo};
 
-pub mod drop_on_save;
 mod input;
 mod object;
 pub mod repair;

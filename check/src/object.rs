@@ -5,14 +5,14 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde::Serialize;
 use serde_json::value::RawValue;
-use volume_health_validation::admission::Invalid;
+use volume_health_validation::admission::{DropOnSave, Invalid};
 use volume_health_validation::error;
 use volume_health_validation::repair::Repair;
 use volume_health_validation::{
     AdmissionRequest, ErrorList, HealthResource, Operation, RestrictionPolicy, UserInfo, Verdict,
 };
 
-use crate::{drop_on_save, repair};
+use crate::repair;
 
 /// The members of an object that say what it is, and the one the node rules read of an old pod.
 #[derive(Debug, Default)]
@@ -219,9 +219,9 @@ pub fn decide(
     if !policy.gate_enabled {
         match request.gated_field_to_drop(false) {
             Ok(None) => {}
-            Ok(Some(_)) => {
-                finding.dropped = Some(resource.gated_field());
-                match without_gated_field(resource, object) {
+            Ok(Some(drop)) => {
+                finding.dropped = Some(drop.field());
+                match without_gated_field(drop, object) {
                     Ok(rest) => {
                         without = rest;
                         request = build(&without);
@@ -283,14 +283,15 @@ pub(crate) fn repaired(
     Some(finding)
 }
 
-/// The object without `resource`'s gated field: drop on save's patch, as the mutating webhook
-/// sends it, applied to the object.
+/// The object without the gated field: drop on save's patch, the one the mutating webhook
+/// sends, applied to the object as the apiserver applies it.
 fn without_gated_field(
-    resource: HealthResource,
+    drop: DropOnSave,
     object: &RawValue,
 ) -> Result<Box<RawValue>, Box<dyn std::error::Error>> {
     let mut value: serde_json::Value = serde_json::from_str(object.get())?;
-    json_patch::patch(&mut value, &drop_on_save::patch(resource))?;
+    let patch: json_patch::Patch = serde_json::from_value(serde_json::to_value(drop.patch())?)?;
+    json_patch::patch(&mut value, &patch)?;
     Ok(serde_json::value::to_raw_value(&value)?)
 }
 

@@ -825,7 +825,10 @@ async fn drop_on_save(cluster: &Cluster) {
                 .with_name(&name)
                 .with_objects(Some(&object), Some(&old));
             let mut want = new.clone();
-            let pointer = request.gated_field_to_drop(false).unwrap();
+            let pointer = request
+                .gated_field_to_drop(false)
+                .unwrap()
+                .map(|drop| drop.pointer());
             if let Some(pointer) = pointer {
                 let (parent, field) = pointer.rsplit_once('/').unwrap();
                 want.pointer_mut(parent)

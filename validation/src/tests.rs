@@ -61,6 +61,7 @@ fn gated_field_to_drop(
     input
         .request()
         .gated_field_to_drop(gate_enabled)
+        .map(|drop| drop.map(DropOnSave::pointer))
         .map_err(undecoded)
 }
 

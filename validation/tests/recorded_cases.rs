@@ -247,7 +247,9 @@ fn an_object_that_is_not_its_kind_is_reported_by_the_decisions() {
         // drop. With the gate on nothing is dropped, and the object is reported as it is to
         // validation.
         assert_eq!(
-            read.gated_field_to_drop(false).unwrap(),
+            read.gated_field_to_drop(false)
+                .unwrap()
+                .map(|drop| drop.pointer()),
             Some("/status/volumeHealth")
         );
         assert_eq!(

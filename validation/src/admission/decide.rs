@@ -3,6 +3,7 @@
 
 use std::collections::HashSet;
 
+use super::drop_on_save::DropOnSave;
 use super::verdict::{Forbidden, Invalid, Verdict};
 use crate::decode::{
     ClaimView, CsiNodeView, DecodeError, NameView, PodView, RawList, Slot, Walk, hash128,
@@ -156,15 +157,15 @@ impl<'r, 'a> Target<'r, 'a> {
         }
     }
 
-    /// Drop on save: the JSON Pointer of the gated field to remove from `object`, or `None`
-    /// when nothing is removed. With the gate off, a new value is dropped unless the old object
+    /// Drop on save: the gated field to remove from `object`, or `None` when nothing is
+    /// removed. With the gate off, a new value is dropped unless the old object
     /// already uses the field (present for a claim's `healthStatus`, a non-empty list
     /// otherwise). With the gate on nothing is removed, and an object that is not its kind is
     /// reported as by [`Target::validate`].
     pub(crate) fn gated_field_to_drop(
         &self,
         gate_enabled: bool,
-    ) -> Result<Option<&'static str>, DecodeError> {
+    ) -> Result<Option<DropOnSave>, DecodeError> {
         if !covered(self.subresource)
             || !matches!(self.operation, Operation::Create | Operation::Update)
         {
@@ -182,7 +183,7 @@ impl<'r, 'a> Target<'r, 'a> {
         if matches!(new, Slot::Absent) || !new.gated_in_use()? {
             return Ok(None);
         }
-        Ok((!old.gated_in_use()?).then_some(self.resource.gated_pointer()))
+        Ok((!old.gated_in_use()?).then(|| DropOnSave::new(self.resource)))
     }
 }
 

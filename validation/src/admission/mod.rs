@@ -2,6 +2,8 @@
 //! in-process, decided by the node restriction and the field rules.
 
 mod decide;
+mod drop_on_save;
+mod response;
 mod verdict;
 
 use std::borrow::Cow;
@@ -16,6 +18,8 @@ pub use crate::identity::UserInfo;
 pub use crate::resource::GroupVersionResource;
 use crate::resource::{HealthResource, Operation};
 use crate::restriction::RestrictionPolicy;
+pub use drop_on_save::{DropOnSave, Remove};
+pub use response::Response;
 pub use verdict::{Forbidden, Invalid, Verdict};
 
 const API_VERSION: &str = "admission.k8s.io/v1";
@@ -303,7 +307,7 @@ impl<'a> AdmissionRequest<'a> {
         }
     }
 
-    /// Drop on save: the JSON Pointer (RFC 6901) of the gated field to remove from `object`,
+    /// Drop on save: the gated field to remove from `object`, with the patch that removes it,
     /// or `None` when nothing is removed. With the gate off, a new value is dropped unless the
     /// old object already uses the field (present for a claim's `healthStatus`, a non-empty
     /// list otherwise). Nothing is dropped from other resources. With the gate on nothing is
@@ -312,7 +316,7 @@ impl<'a> AdmissionRequest<'a> {
     pub fn gated_field_to_drop(
         &self,
         gate_enabled: bool,
-    ) -> Result<Option<&'static str>, DecodeError> {
+    ) -> Result<Option<DropOnSave>, DecodeError> {
         match self.target() {
             Some(target) => target.gated_field_to_drop(gate_enabled),
             None => Ok(None),

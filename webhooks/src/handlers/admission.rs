@@ -4,9 +4,8 @@
 use std::time::Duration;
 
 use tracing::Level;
-use volume_health_check::drop_on_save;
 use volume_health_check::repair as repair_labels;
-use volume_health_validation::admission::{DecodeError, Invalid};
+use volume_health_validation::admission::{DecodeError, Invalid, Response};
 use volume_health_validation::error::{self, MAX_MESSAGE_BYTES, prefix};
 use volume_health_validation::status::bad_request_status;
 use volume_health_validation::{AdmissionRequest, HealthResource, Verdict};
@@ -75,7 +74,7 @@ pub(super) struct AdmissionReviewed<'b> {
 
 impl<'b> AdmissionReviewed<'b> {
     fn allowed(request: AdmissionRequest<'b>) -> Self {
-        let body = review::Response::allow(&request.uid).into_body();
+        let body = Response::allow(&request.uid).into_body();
         AdmissionReviewed {
             request,
             outcome: Admitted::Allowed,
@@ -131,7 +130,7 @@ impl Reviewed for AdmissionReviewed<'_> {
 /// An object that is not its kind: the review is answered, denied with a 400 `Status`.
 fn undecidable(request: AdmissionRequest<'_>, err: DecodeError) -> AdmissionReviewed<'_> {
     let status = bad_request_status(error::chain(&err));
-    let body = review::Response::deny(&request.uid, status).into_body();
+    let body = Response::deny(&request.uid, status).into_body();
     AdmissionReviewed {
         request,
         outcome: Admitted::BadObject,
@@ -157,13 +156,9 @@ impl Endpoint for Mutate {
         match request.gated_field_to_drop(state.gates.csi_volume_health) {
             Ok(None) if state.repair => Ok(repair(state, resource, body, request)),
             Ok(None) => Ok(AdmissionReviewed::allowed(request)),
-            Ok(Some(_)) => {
-                let mut response =
-                    review::Response::allow_patching(&request.uid, &drop_on_save::patch(resource));
-                response.warnings.push(format!(
-                    "{} was dropped: feature gate CSIVolumeHealth is disabled",
-                    resource.gated_field()
-                ));
+            Ok(Some(drop)) => {
+                let mut response = Response::allow_patching(&request.uid, &drop.patch());
+                response.warnings.push(drop.warning());
                 let body = response.into_body();
                 Ok(AdmissionReviewed {
                     request,
@@ -224,7 +219,7 @@ fn repair<'b>(
             return AdmissionReviewed::allowed(request);
         }
     };
-    let mut response = review::Response::allow_patching(&request.uid, &repaired.patch);
+    let mut response = Response::allow_patching(&request.uid, &repaired.patch);
     // One warning, one count and one annotation entry per kind, in the order first made.
     let mut kinds: Vec<(&'static str, String, Vec<&str>)> = Vec::new();
     for change in &repaired.repairs {
@@ -295,7 +290,7 @@ impl Endpoint for Validate {
         match request.validate(&state.restriction) {
             Ok(Verdict::Allowed) => Ok(AdmissionReviewed::allowed(request)),
             Ok(Verdict::Forbidden(forbidden)) => {
-                let response = review::Response::deny(&request.uid, forbidden.status());
+                let response = Response::deny(&request.uid, forbidden.status());
                 let body = response.into_body();
                 Ok(AdmissionReviewed {
                     request,
@@ -323,7 +318,7 @@ fn enforce<'a>(
     state: &WebhookState,
     request: &'a AdmissionRequest<'a>,
     invalid: &Invalid,
-) -> (Admitted, review::Response<'a>) {
+) -> (Admitted, Response<'a>) {
     let action = state.enforcement_action;
     let resource = invalid.resource.resource();
     // Counted in every mode, so the count seen during `warn` or `dryrun` is what `deny` would
@@ -331,10 +326,7 @@ fn enforce<'a>(
     state.metrics.violation(resource, action.as_str());
     let status = invalid.status();
     if action == EnforcementAction::Deny {
-        return (
-            Admitted::Invalid,
-            review::Response::deny(&request.uid, status),
-        );
+        return (Admitted::Invalid, Response::deny(&request.uid, status));
     }
     // The answer (allowed) tells nobody what was wrong, so the would-be denial is logged whole.
     tracing::info!(
@@ -348,7 +340,7 @@ fn enforce<'a>(
         denial = prefix(status.message.as_deref().unwrap_or_default(), MAX_MESSAGE_BYTES),
         "field validation would deny"
     );
-    let mut response = review::Response::allow(&request.uid);
+    let mut response = Response::allow(&request.uid);
     if action == EnforcementAction::Warn {
         response.warnings = enforcement::warnings(&invalid.errors);
         return (Admitted::Warned, response);

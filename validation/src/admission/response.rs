@@ -1,0 +1,169 @@
+//! `response` of an AdmissionReview, and the whole body that carries it, as the apiserver reads
+//! them. It is data: a webhook adds HTTP.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
+use serde::Serialize;
+
+use super::{API_VERSION, KIND};
+
+/// `response` of an AdmissionReview `admission.k8s.io/v1`.
+///
+/// ```
+/// use volume_health_validation::admission::Response;
+///
+/// let body = Response::allow("705ab4f5").into_body();
+/// assert_eq!(
+///     String::from_utf8(body)?,
+///     r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"705ab4f5","allowed":true}}"#
+/// );
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Serialize, Debug)]
+#[serde(rename_all = "camelCase")]
+pub struct Response<'a> {
+    /// The request's uid.
+    pub uid: &'a str,
+    /// The decision.
+    pub allowed: bool,
+    /// Why it was denied.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<Status>,
+    /// Base64 of the RFC 6902 patch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub patch: Option<String>,
+    /// Always `JSONPatch` when `patch` is set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub patch_type: Option<&'static str>,
+    /// Shown to the client as `Warning` headers.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+    /// Recorded in the apiserver's audit log, each key prefixed with the webhook's name.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub audit_annotations: BTreeMap<&'static str, String>,
+}
+
+impl<'a> Response<'a> {
+    /// Allowed, unchanged.
+    pub fn allow(uid: &'a str) -> Self {
+        Response {
+            uid,
+            allowed: true,
+            status: None,
+            patch: None,
+            patch_type: None,
+            warnings: Vec::new(),
+            audit_annotations: BTreeMap::new(),
+        }
+    }
+
+    /// Denied with `status`.
+    pub fn deny(uid: &'a str, status: Status) -> Self {
+        Response {
+            allowed: false,
+            status: Some(status),
+            ..Response::allow(uid)
+        }
+    }
+
+    /// Allowed with `patch` (a JSON Patch: [`DropOnSave::patch`](super::DropOnSave::patch), or
+    /// any list of operations that serializes as one) applied, encoded as the apiserver expects:
+    /// standard base64 of the JSON array.
+    pub fn allow_patching<P: Serialize + ?Sized>(uid: &'a str, patch: &P) -> Self {
+        Response {
+            patch: Some(base64(&plain_json(patch))),
+            patch_type: Some("JSONPatch"),
+            ..Response::allow(uid)
+        }
+    }
+
+    /// The whole AdmissionReview body.
+    pub fn into_body(self) -> Vec<u8> {
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Out<'a> {
+            api_version: &'static str,
+            kind: &'static str,
+            response: Response<'a>,
+        }
+        plain_json(&Out {
+            api_version: API_VERSION,
+            kind: KIND,
+            response: self,
+        })
+    }
+}
+
+/// JSON of strings, numbers, bools, and maps with string keys, which `serde_json` always
+/// serializes.
+fn plain_json<T: Serialize + ?Sized>(value: &T) -> Vec<u8> {
+    serde_json::to_vec(value).expect("plain JSON serializes")
+}
+
+/// Standard base64 with padding (RFC 4648, section 4), as the apiserver reads `patch`. A few
+/// lines here spare every program that uses the library a dependency that only a webhook needs.
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let byte = |i: usize| u32::from(chunk.get(i).copied().unwrap_or(0));
+        let group = (byte(0) << 16) | (byte(1) << 8) | byte(2);
+        // Three bytes are four sextets; a short last chunk writes one more sextet than it has
+        // bytes, then padding.
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(ALPHABET[(group >> (18 - 6 * i) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use base64::Engine as _;
+    use proptest::prelude::*;
+
+    use super::*;
+
+    #[test]
+    fn base64_as_rfc_4648_encodes() {
+        let vectors = [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+            ("fooba", "Zm9vYmE="),
+            ("foobar", "Zm9vYmFy"),
+        ];
+        for (text, want) in vectors {
+            assert_eq!(base64(text.as_bytes()), want, "{text:?}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn base64_is_the_standard_engine(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
+            prop_assert_eq!(
+                base64(&bytes),
+                ::base64::engine::general_purpose::STANDARD.encode(&bytes)
+            );
+        }
+    }
+
+    #[test]
+    fn a_patch_is_base64_of_its_json() {
+        let drop = super::super::DropOnSave::new(crate::HealthResource::Pods);
+        let response = Response::allow_patching("u", &drop.patch());
+        let patch = response.patch.as_deref().unwrap();
+        let json = ::base64::engine::general_purpose::STANDARD
+            .decode(patch)
+            .unwrap();
+        assert_eq!(json, br#"[{"op":"remove","path":"/status/volumeHealth"}]"#);
+        assert_eq!(response.patch_type, Some("JSONPatch"));
+    }
+}
