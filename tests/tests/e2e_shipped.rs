@@ -26,6 +26,7 @@ use serde_json::{Value, json};
 use volume_health_tests::cluster::{
     Cluster, ControlPlane, Identity, bound_pod, create_namespace, volume_health,
 };
+use volume_health_tests::phases::Phases;
 
 /// The health monitor's service account: the one writer of claims' `healthStatus`.
 const MONITOR_NAMESPACE: &str = "kube-system";
@@ -832,95 +833,154 @@ fn table(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "starts kube-apiserver, etcd and the release binary: `make e2e`"]
 async fn shipped_configuration_answers_on_a_real_control_plane() {
-    // Bounded: a hung step fails the suite instead of holding CI.
-    tokio::time::timeout(std::time::Duration::from_secs(900), shipped())
-        .await
-        .expect("the suite did not finish within 15 minutes");
-}
-
-async fn shipped() {
+    // Each phase is bounded: a hung step fails its phase instead of holding CI.
+    let mut phases = Phases::new("e2e_shipped", Duration::from_secs(300));
     let started = Instant::now();
     let mut measured = BTreeMap::new();
     let mut calls = BTreeMap::new();
     let mut columns = Vec::new();
     let mut down_columns = Vec::new();
-    let mut enforcement = Vec::new();
+    // The phases that measure a column of the table.
+    let mut measuring = Vec::new();
     for in_tree in [true, false] {
-        let env = webhook_env("deny");
-        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        let mut plane = ControlPlane::start(in_tree, &env).await.unwrap();
-        monitor_rbac(&plane.cluster).await;
-        eprintln!(
-            "in-tree gate {in_tree}: control plane ready after {:?}; logs in {}",
-            started.elapsed(),
-            plane.cluster.dir().display()
+        let start = format!(
+            "in-tree {}: control plane",
+            if in_tree { "on" } else { "off" }
         );
+        let mut plane = phases
+            .phase(&start)
+            .run(async {
+                let env = webhook_env("deny");
+                let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                let plane = ControlPlane::start(in_tree, &env).await?;
+                monitor_rbac(&plane.cluster).await;
+                eprintln!(
+                    "in-tree gate {in_tree}: control plane ready after {:?}; logs in {}",
+                    started.elapsed(),
+                    plane.cluster.dir().display()
+                );
+                anyhow::Ok(plane)
+            })
+            .await;
         for webhook in [true, false] {
             let gates = Gates {
                 in_tree,
                 webhook,
                 down: false,
             };
-            set_webhook(&mut plane, webhook, "deny").await;
-            // With both gates on, count the reviews the apiserver sends for each write.
-            let count = in_tree && webhook;
-            measure(&plane, gates, count.then_some(&mut calls), &mut measured).await;
+            phases
+                .phase(&gates.header())
+                .after(&start)
+                .run(async {
+                    let plane = plane.as_mut().unwrap();
+                    set_webhook(plane, webhook, "deny").await;
+                    // With both gates on, count the reviews the apiserver sends for each write.
+                    let count = in_tree && webhook;
+                    measure(plane, gates, count.then_some(&mut calls), &mut measured).await;
+                })
+                .await;
             columns.push(gates);
+            measuring.push(gates.header());
         }
         if in_tree {
             // The project's own rule under each enforcement action, in-tree gate on.
             for action in ["warn", "dryrun"] {
-                set_webhook(&mut plane, true, action).await;
-                let before = violations(&plane, action).await;
-                let column = Column::new(&plane, action).await;
-                let (code, warnings) = column.warnings().await;
-                let after = violations(&plane, action).await;
-                eprintln!(
-                    "{action}: {code}, warnings {warnings:?}, violations {before} -> {after}"
-                );
-                enforcement.push((action, code, warnings, after - before));
+                phases
+                    .phase(&format!("in-tree on: {action}"))
+                    .after(&start)
+                    .run(async {
+                        let plane = plane.as_mut().unwrap();
+                        set_webhook(plane, true, action).await;
+                        let before = violations(plane, action).await;
+                        let column = Column::new(plane, action).await;
+                        let (code, warnings) = column.warnings().await;
+                        let after = violations(plane, action).await;
+                        eprintln!(
+                            "{action}: {code}, warnings {warnings:?}, violations {before} -> {after}"
+                        );
+                        assert_eq!(code, 200, "{action}: the write is allowed");
+                        assert_eq!(after - before, 1.0, "{action}: the violation is counted");
+                        match action {
+                            "warn" => assert!(
+                                warnings.iter().any(|w| w.contains("storageHealth")),
+                                "warn: the errors come back as warnings: {warnings:?}"
+                            ),
+                            _ => assert!(warnings.is_empty(), "dryrun: no warning: {warnings:?}"),
+                        }
+                    })
+                    .await;
             }
             // The outage drill: the shipped configurations, every admission replica stopped
             // (the apiserver finds nothing listening), the same writes.
-            set_webhook(&mut plane, true, "deny").await;
-            plane.admission.stop();
             let gates = Gates {
                 in_tree,
                 webhook: true,
                 down: true,
             };
-            measure(&plane, gates, None, &mut measured).await;
+            phases
+                .phase(&gates.header())
+                .after(&start)
+                .run(async {
+                    let plane = plane.as_mut().unwrap();
+                    set_webhook(plane, true, "deny").await;
+                    plane.admission.stop();
+                    measure(plane, gates, None, &mut measured).await;
+                })
+                .await;
             down_columns.push(gates);
+            measuring.push(gates.header());
         }
     }
     columns.extend(down_columns);
 
-    let measured_table = table(&measured, &columns, &calls);
+    let mut documented = phases.phase("the measured table");
+    for phase in &measuring {
+        documented = documented.after(phase);
+    }
+    documented
+        .run(async { documented_table(&table(&measured, &columns, &calls)) })
+        .await;
+    let down = Gates {
+        in_tree: true,
+        webhook: true,
+        down: true,
+    };
+    phases
+        .phase("no kubelet waits on a replica")
+        .after(&down.header())
+        .run(async {
+            for ((write, gates), answer) in &measured {
+                if gates.down && (write.by_kubelet() || *write == Write::ClaimMonitorChange) {
+                    assert!(
+                        !matches!(answer, Outcome::Denied(_, "webhook down", _)),
+                        "{write:?} was refused while every replica was down: {answer:?}"
+                    );
+                }
+            }
+        })
+        .await;
+    let counted = Gates {
+        in_tree: true,
+        webhook: true,
+        down: false,
+    };
+    phases
+        .phase("steady-state writes never reach the webhooks")
+        .after(&counted.header())
+        .run(async {
+            for write in Write::ALL.into_iter().filter(|w| w.steady_state()) {
+                assert_eq!(calls[&write], 0, "{write:?} was sent to the webhooks");
+            }
+        })
+        .await;
+    eprintln!("e2e_shipped: {:?}", started.elapsed());
+    phases.finish();
+}
+
+/// Prints the measured table, and checks that [`DOC`] holds it
+/// (`VOLUME_HEALTH_E2E_WRITE_DOCS=1`: writes it there).
+fn documented_table(measured_table: &str) {
     eprintln!("{measured_table}");
-    for (action, code, warnings, violations) in &enforcement {
-        assert_eq!(*code, 200, "{action}: the write is allowed");
-        assert_eq!(*violations, 1.0, "{action}: the violation is counted");
-        match *action {
-            "warn" => assert!(
-                warnings.iter().any(|w| w.contains("storageHealth")),
-                "warn: the errors come back as warnings: {warnings:?}"
-            ),
-            _ => assert!(warnings.is_empty(), "dryrun: no warning: {warnings:?}"),
-        }
-    }
-    // No kubelet, and not the listed health monitor, ever waits on a replica.
-    for ((write, gates), answer) in &measured {
-        if gates.down && (write.by_kubelet() || *write == Write::ClaimMonitorChange) {
-            assert!(
-                !matches!(answer, Outcome::Denied(_, "webhook down", _)),
-                "{write:?} was refused while every replica was down: {answer:?}"
-            );
-        }
-    }
-    // Steady-state writes never reach the webhooks.
-    for write in Write::ALL.into_iter().filter(|w| w.steady_state()) {
-        assert_eq!(calls[&write], 0, "{write:?} was sent to the webhooks");
-    }
     let doc_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(DOC);
     let doc = std::fs::read_to_string(&doc_path).unwrap_or_default();
     let (Some(begin), Some(end)) = (doc.find(BEGIN), doc.find(END)) else {
@@ -942,5 +1002,4 @@ async fn shipped() {
             "{DOC} does not say what was measured (VOLUME_HEALTH_E2E_WRITE_DOCS=1 writes it)"
         );
     }
-    eprintln!("e2e_shipped: {:?}", started.elapsed());
 }
