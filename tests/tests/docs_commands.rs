@@ -41,6 +41,7 @@ use serde_json::{Value, json};
 use volume_health_tests::cluster::{
     Cluster, ClusterOptions, Identity, Role, WebhookServer, bin_dir, free_port, webhook_binary,
 };
+use volume_health_tests::phases::Phases;
 
 /// Objects a bare apiserver lacks and the commands read: the CRDs of cert-manager and the
 /// Prometheus operator as stubs, two nodes, and a pod, claim and CSINode for `check`.
@@ -286,195 +287,228 @@ fn rollout_history(runner: &Runner) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "starts kube-apiserver and etcd, runs the release binaries and helm: `make e2e`"]
 async fn every_command_runs_as_the_docs_give_it() {
+    // Each command is a phase: one failing does not hide the next. They run blocking, so the
+    // timeout cannot cut a command short.
+    let mut phases = Phases::new("docs_commands", Duration::from_secs(300));
     let all = classified();
     let sandbox = Sandbox::new();
-    sandbox.run_setup(&all);
+    let started = phases
+        .phase("setup")
+        .run(async {
+            sandbox.run_setup(&all);
 
-    // The release binaries and helm on PATH, as `cargo install` and a helm install put them.
-    let webhook = webhook_binary().unwrap();
-    let doctor = webhook.with_file_name("csi-globalmount-doctor");
-    assert!(
-        doctor.exists(),
-        "{} is missing: `make release` builds it",
-        doctor.display()
-    );
-    let helm = std::env::var_os("VOLUME_HEALTH_HELM")
-        .map(PathBuf::from)
-        .expect("VOLUME_HEALTH_HELM is not set: run `make e2e`");
-    let path_dir = sandbox.path().join("bin");
-    fs::create_dir(&path_dir).unwrap();
-    for (name, target) in [
-        ("volume-health-webhook", &webhook),
-        ("csi-globalmount-doctor", &doctor),
-        ("helm", &helm),
-    ] {
-        std::os::unix::fs::symlink(target, path_dir.join(name)).unwrap();
-    }
+            // The release binaries and helm on PATH, as `cargo install` and a helm install put them.
+            let webhook = webhook_binary().unwrap();
+            let doctor = webhook.with_file_name("csi-globalmount-doctor");
+            assert!(
+                doctor.exists(),
+                "{} is missing: `make release` builds it",
+                doctor.display()
+            );
+            let helm = std::env::var_os("VOLUME_HEALTH_HELM")
+                .map(PathBuf::from)
+                .expect("VOLUME_HEALTH_HELM is not set: run `make e2e`");
+            let path_dir = sandbox.path().join("bin");
+            fs::create_dir(&path_dir).unwrap();
+            for (name, target) in [
+                ("volume-health-webhook", &webhook),
+                ("csi-globalmount-doctor", &doctor),
+                ("helm", &helm),
+            ] {
+                std::os::unix::fs::symlink(target, path_dir.join(name)).unwrap();
+            }
 
-    // The apiserver, authorizing with the shipped AuthorizationConfiguration.
-    let authorizer_port = free_port().unwrap();
-    let cluster = Cluster::start(
-        &bin_dir().unwrap(),
-        ClusterOptions {
-            in_tree_gate: true,
-            authorizer: Some(([127, 0, 0, 1], authorizer_port).into()),
-        },
-    )
-    .await
-    .unwrap();
-    let mut authorizer =
-        WebhookServer::new(Role::Authorizer, webhook.clone(), &cluster, authorizer_port).unwrap();
-    authorizer.start(&[]).await.unwrap();
-    cluster.client(Identity::Admin).await.unwrap();
-    let kubeconfig = cluster.dir().join("kubeconfig-admin.json");
+            // The apiserver, authorizing with the shipped AuthorizationConfiguration.
+            let authorizer_port = free_port().unwrap();
+            let cluster = Cluster::start(
+                &bin_dir().unwrap(),
+                ClusterOptions {
+                    in_tree_gate: true,
+                    authorizer: Some(([127, 0, 0, 1], authorizer_port).into()),
+                },
+            )
+            .await
+            .unwrap();
+            let mut authorizer =
+                WebhookServer::new(Role::Authorizer, webhook.clone(), &cluster, authorizer_port).unwrap();
+            authorizer.start(&[]).await.unwrap();
+            cluster.client(Identity::Admin).await.unwrap();
+            let kubeconfig = cluster.dir().join("kubeconfig-admin.json");
 
-    // `make run`'s server, and one for each `make run ARGS='...'` the prose asks for.
-    let mut servers: BTreeMap<String, MakeRun> = BTreeMap::new();
-    servers.insert(String::new(), MakeRun::start(&webhook, &sandbox, ""));
-    let health = servers[""].health;
+            // `make run`'s server, and one for each `make run ARGS='...'` the prose asks for.
+            let mut servers: BTreeMap<String, MakeRun> = BTreeMap::new();
+            servers.insert(String::new(), MakeRun::start(&webhook, &sandbox, ""));
+            let health = servers[""].health;
 
-    let mut path = OsString::from(&path_dir);
-    path.push(":");
-    path.push(std::env::var_os("PATH").unwrap_or_default());
-    let runner = Runner {
-        sandbox: &sandbox,
-        env: vec![
-            ("PATH".to_owned(), path),
-            ("KUBECONFIG".to_owned(), kubeconfig.into_os_string()),
-            ("NODE".to_owned(), "node-a".into()),
-        ],
-        doctor: doctor.clone(),
+            let mut path = OsString::from(&path_dir);
+            path.push(":");
+            path.push(std::env::var_os("PATH").unwrap_or_default());
+            let runner = Runner {
+                sandbox: &sandbox,
+                env: vec![
+                    ("PATH".to_owned(), path),
+                    ("KUBECONFIG".to_owned(), kubeconfig.into_os_string()),
+                    ("NODE".to_owned(), "node-a".into()),
+                ],
+                doctor: doctor.clone(),
+            };
+            fs::write(sandbox.path().join("setup.json"), setup_objects()).unwrap();
+            let out = runner.run(
+                "kubectl apply -f setup.json && kubectl wait --for=condition=Established crd --all --timeout=60s",
+            );
+            assert!(out.status.success(), "setup: {}", output_text(&out));
+            // What `check` reads in CI: the manifests and test fixtures a repository ships (this
+            // project's install, a claim, a pod whose volume health is valid).
+            for dir in ["deploy", "tests/fixtures"] {
+                fs::create_dir_all(sandbox.path().join(dir)).unwrap();
+            }
+            fs::copy(
+                sandbox
+                    .path()
+                    .join("manifests/install/cert-manager-warn.yaml"),
+                sandbox.path().join("deploy/install.yaml"),
+            )
+            .unwrap();
+            fs::write(
+                sandbox.path().join("deploy/claim.yaml"),
+                "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: data\n  namespace: shop\n\
+                 spec:\n  accessModes: [ReadWriteOnce]\n  resources:\n    requests:\n      storage: 1Gi\n",
+            )
+            .unwrap();
+            fs::write(
+                sandbox.path().join("tests/fixtures/pod.json"),
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-1", "namespace": "shop"},
+                    "spec": {"containers": [{"name": "app", "image": "registry.example/app:1"}],
+                        "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]},
+                    "status": {"volumeHealth": [{"name": "data", "healthConditions": [
+                        {"status": "Degraded", "reason": "DiskSlow", "message": "slow"}]}]}})
+                .to_string(),
+            )
+            .unwrap();
+            anyhow::Ok((cluster, authorizer, servers, health, runner, webhook))
+        })
+        .await;
+    // The apiserver and the authorizer serve until the end.
+    let Some((_cluster, _authorizer, mut servers, health, runner, webhook)) = started else {
+        return phases.finish();
     };
-    fs::write(sandbox.path().join("setup.json"), setup_objects()).unwrap();
-    let out = runner.run(
-        "kubectl apply -f setup.json && kubectl wait --for=condition=Established crd --all --timeout=60s",
-    );
-    assert!(out.status.success(), "setup: {}", output_text(&out));
-    // What `check` reads in CI: the manifests and test fixtures a repository ships (this
-    // project's install, a claim, a pod whose volume health is valid).
-    for dir in ["deploy", "tests/fixtures"] {
-        fs::create_dir_all(sandbox.path().join(dir)).unwrap();
-    }
-    fs::copy(
-        sandbox
-            .path()
-            .join("manifests/install/cert-manager-warn.yaml"),
-        sandbox.path().join("deploy/install.yaml"),
-    )
-    .unwrap();
-    fs::write(
-        sandbox.path().join("deploy/claim.yaml"),
-        "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: data\n  namespace: shop\n\
-         spec:\n  accessModes: [ReadWriteOnce]\n  resources:\n    requests:\n      storage: 1Gi\n",
-    )
-    .unwrap();
-    fs::write(
-        sandbox.path().join("tests/fixtures/pod.json"),
-        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-1", "namespace": "shop"},
-            "spec": {"containers": [{"name": "app", "image": "registry.example/app:1"}],
-                "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]},
-            "status": {"volumeHealth": [{"name": "data", "healthConditions": [
-                {"status": "Degraded", "reason": "DiskSlow", "message": "slow"}]}]}})
-        .to_string(),
-    )
-    .unwrap();
 
     let mut exercised: BTreeMap<Class, usize> = BTreeMap::new();
     for (command, class) in &all {
-        let f = command.flat.as_str();
-        match class {
-            // Run by docs.rs, and above as setup.
-            Class::Make | Class::Cargo | Class::Shell | Class::NodeInstall => continue,
-            Class::Kustomize => {
-                let dir = f.split_whitespace().last().unwrap();
-                let script = if f.starts_with("kubectl delete -k ") {
-                    format!("kubectl delete --dry-run=server -k {dir}")
-                } else if f.starts_with("kubectl apply -k ") {
-                    f.to_owned()
-                } else {
-                    format!("{f} | kubectl apply --dry-run=server -f -")
-                };
-                let printed = runner.ok(command, &script);
-                assert!(!printed.is_empty(), "{}: nothing applied", command.at());
-            }
-            Class::ApplyFile => {
-                runner.ok(command, f);
-            }
-            Class::Kubectl => kubectl(&runner, command),
-            Class::ClusterScript => cluster_script(&runner, command),
-            Class::Binary => binary(&runner, command),
-            Class::Helm => {
-                let args = f.strip_prefix("helm install ").unwrap();
-                let printed = runner.ok(
-                    command,
-                    &format!("helm template {args} | kubectl apply --dry-run=server -f -"),
-                );
-                assert!(
-                    printed.contains("deployment.apps/volume-health-webhook"),
-                    "{printed}"
-                );
-            }
-            Class::Curl => {
-                // The paragraph just above the block says how the server runs.
-                let args = command
-                    .intro
-                    .trim_end()
-                    .rsplit("\n\n")
-                    .next()
-                    .unwrap_or_default()
-                    .split("make run ARGS='")
-                    .nth(1)
-                    .and_then(|rest| rest.split('\'').next())
-                    .unwrap_or_default()
-                    .to_owned();
-                let server = servers
-                    .entry(args.clone())
-                    .or_insert_with(|| MakeRun::start(&webhook, &sandbox, &args));
-                let script = f
-                    .replace("localhost:8443", &format!("localhost:{}", server.secure))
-                    .replace("localhost:8080", &format!("localhost:{}", server.health))
-                    .replace(
-                        "--cacert target/dev/ca.crt",
-                        &format!("--cacert {}", server.ca.display()),
-                    );
-                let printed = runner.ok(
-                    command,
-                    &format!("curl -sS --fail-with-body {}", &script[5..]),
-                );
-                if command.output.is_empty() {
-                    assert!(!printed.is_empty(), "{}: no output", command.at());
-                } else {
-                    let shown: String = command.output.iter().map(|l| l.trim()).collect();
-                    assert!(
-                        shown_output_matches(&shown, &printed),
-                        "{}: the page shows\n{shown}\nthe server answered\n{printed}",
-                        command.at()
-                    );
-                }
-            }
-            Class::Kubelet => kubelet(&runner, command, health),
+        if matches!(
+            class,
+            Class::Make | Class::Cargo | Class::Shell | Class::NodeInstall
+        ) {
+            continue;
         }
+        let shown: String = command.flat.chars().take(60).collect();
+        phases
+            .phase(&format!("{} {shown}", command.at()))
+            .run(async {
+                let f = command.flat.as_str();
+                match class {
+                    // Run by docs.rs, and in setup: passed over above.
+                    Class::Make | Class::Cargo | Class::Shell | Class::NodeInstall => {
+                        unreachable!()
+                    }
+                    Class::Kustomize => {
+                        let dir = f.split_whitespace().last().unwrap();
+                        let script = if f.starts_with("kubectl delete -k ") {
+                            format!("kubectl delete --dry-run=server -k {dir}")
+                        } else if f.starts_with("kubectl apply -k ") {
+                            f.to_owned()
+                        } else {
+                            format!("{f} | kubectl apply --dry-run=server -f -")
+                        };
+                        let printed = runner.ok(command, &script);
+                        assert!(!printed.is_empty(), "{}: nothing applied", command.at());
+                    }
+                    Class::ApplyFile => {
+                        runner.ok(command, f);
+                    }
+                    Class::Kubectl => kubectl(&runner, command),
+                    Class::ClusterScript => cluster_script(&runner, command),
+                    Class::Binary => binary(&runner, command),
+                    Class::Helm => {
+                        let args = f.strip_prefix("helm install ").unwrap();
+                        let printed = runner.ok(
+                            command,
+                            &format!("helm template {args} | kubectl apply --dry-run=server -f -"),
+                        );
+                        assert!(
+                            printed.contains("deployment.apps/volume-health-webhook"),
+                            "{printed}"
+                        );
+                    }
+                    Class::Curl => {
+                        // The paragraph just above the block says how the server runs.
+                        let args = command
+                            .intro
+                            .trim_end()
+                            .rsplit("\n\n")
+                            .next()
+                            .unwrap_or_default()
+                            .split("make run ARGS='")
+                            .nth(1)
+                            .and_then(|rest| rest.split('\'').next())
+                            .unwrap_or_default()
+                            .to_owned();
+                        let server = servers
+                            .entry(args.clone())
+                            .or_insert_with(|| MakeRun::start(&webhook, &sandbox, &args));
+                        let script = f
+                            .replace("localhost:8443", &format!("localhost:{}", server.secure))
+                            .replace("localhost:8080", &format!("localhost:{}", server.health))
+                            .replace(
+                                "--cacert target/dev/ca.crt",
+                                &format!("--cacert {}", server.ca.display()),
+                            );
+                        let printed = runner.ok(
+                            command,
+                            &format!("curl -sS --fail-with-body {}", &script[5..]),
+                        );
+                        if command.output.is_empty() {
+                            assert!(!printed.is_empty(), "{}: no output", command.at());
+                        } else {
+                            let shown: String = command.output.iter().map(|l| l.trim()).collect();
+                            assert!(
+                                shown_output_matches(&shown, &printed),
+                                "{}: the page shows\n{shown}\nthe server answered\n{printed}",
+                                command.at()
+                            );
+                        }
+                    }
+                    Class::Kubelet => kubelet(&runner, command, health),
+                }
+            })
+            .await;
         *exercised.entry(*class).or_default() += 1;
     }
     drop(servers);
-    for class in [
-        Class::Kustomize,
-        Class::ApplyFile,
-        Class::Kubectl,
-        Class::ClusterScript,
-        Class::Binary,
-        Class::Helm,
-        Class::Curl,
-        Class::Kubelet,
-    ] {
-        let expected = all.iter().filter(|(_, c)| *c == class).count();
-        assert_eq!(
-            exercised.get(&class).copied().unwrap_or(0),
-            expected,
-            "{class:?}"
-        );
-        assert!(expected > 0, "no command of class {class:?}");
-    }
+    phases
+        .phase("every class of command exercised")
+        .run(async {
+            for class in [
+                Class::Kustomize,
+                Class::ApplyFile,
+                Class::Kubectl,
+                Class::ClusterScript,
+                Class::Binary,
+                Class::Helm,
+                Class::Curl,
+                Class::Kubelet,
+            ] {
+                let expected = all.iter().filter(|(_, c)| *c == class).count();
+                assert_eq!(
+                    exercised.get(&class).copied().unwrap_or(0),
+                    expected,
+                    "{class:?}"
+                );
+                assert!(expected > 0, "no command of class {class:?}");
+            }
+        })
+        .await;
+    phases.finish();
 }
 
 /// A kubectl command against the apiserver.
