@@ -32,6 +32,7 @@ use volume_health_webhooks::policies::{self, Action};
 
 use e2e_support::{Answer, Replay};
 use volume_health_tests::cluster::{Cluster, ClusterOptions, ControllerManager, bin_dir};
+use volume_health_tests::phases::Phases;
 
 /// The writer list of the suite, as `--pvc-health-writers` and the param list it.
 const WRITERS: &[&str] = &[
@@ -345,38 +346,117 @@ fn requests() -> Vec<Replay> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "starts kube-apiserver, kube-controller-manager and etcd: `make e2e`"]
 async fn native_policies_answer_as_the_webhooks() {
-    tokio::time::timeout(Duration::from_secs(900), native())
-        .await
-        .expect("the suite did not finish within 15 minutes");
+    // Each phase is bounded: a hung step fails its phase instead of holding CI.
+    let mut phases = Phases::new("e2e_policies", Duration::from_secs(180));
+    let started = phases
+        .phase("control plane")
+        .run(async {
+            let bin = bin_dir()?;
+            let options = ClusterOptions {
+                in_tree_gate: true,
+                authorizer: None,
+            };
+            let cluster = Cluster::start(&bin, options).await?;
+            eprintln!("kube-apiserver ready; logs in {}", cluster.dir().display());
+            let controller = ControllerManager::start(&cluster, &bin)?;
+            anyhow::Ok((cluster, controller))
+        })
+        .await;
+    let Some((cluster, mut controller)) = started else {
+        return phases.finish();
+    };
+    let cluster = &cluster;
+
+    phases
+        .phase("policies installed")
+        .run(install(cluster))
+        .await;
+    phases
+        .phase("type checking")
+        .after("policies installed")
+        .run(type_checking(cluster, &mut controller))
+        .await;
+    phases
+        .phase("policies enforced")
+        .after("policies installed")
+        .run(wait_enforced(cluster))
+        .await;
+    phases
+        .phase("requests compared")
+        .after("policies enforced")
+        .run(compare(cluster))
+        .await;
+    // First, while the Deny bindings are the ones created at the start: bindings deleted and
+    // created again (warn_and_audit) may leave the apiserver's param informer behind for a
+    // while, and this phase watches the param itself.
+    phases
+        .phase("writer list param")
+        .after("policies enforced")
+        .run(writer_list_param(cluster))
+        .await;
+    phases
+        .phase("node writes claim health")
+        .after("policies installed")
+        .run(node_writes_claim_health(cluster))
+        .await;
+    phases
+        .phase("long messages")
+        .after("policies enforced")
+        .run(long_messages(cluster))
+        .await;
+    // The bisection writes a dozen objects of up to 1.5 MiB.
+    let floor_time = Duration::from_secs(300);
+    phases
+        .phase("cost floor, shortest")
+        .after("policies enforced")
+        .timeout(floor_time)
+        .run(cost_floor(cluster, Floor::Shortest))
+        .await;
+    // Each shape creates the floor's CSINode, which the one before deletes at its end.
+    phases
+        .phase("cost floor, long reasons")
+        .after("cost floor, shortest")
+        .timeout(floor_time)
+        .run(cost_floor(cluster, Floor::LongReasons))
+        .await;
+    phases
+        .phase("warn and audit")
+        .after("policies enforced")
+        .run(warn_and_audit(cluster))
+        .await;
+    // Its claims' status writes need the suite's writer list, which writer_list_param restores.
+    phases
+        .phase("drop on save")
+        .after("writer list param")
+        .run(drop_on_save(cluster))
+        .await;
+    phases
+        .phase("controller manager running")
+        .run(async { controller.check_running() })
+        .await;
+    phases.finish();
 }
 
-async fn native() {
-    let bin = bin_dir().unwrap();
-    let options = ClusterOptions {
-        in_tree_gate: true,
-        authorizer: None,
-    };
-    let cluster = Cluster::start(&bin, options).await.unwrap();
-    eprintln!("kube-apiserver ready; logs in {}", cluster.dir().display());
-    let mut controller = ControllerManager::start(&cluster, &bin).unwrap();
-
+/// The namespace, the writer list, RBAC that lets every user write claim status, and the
+/// generated policies with their Deny bindings.
+async fn install(cluster: &Cluster) {
     create(
-        &cluster,
+        cluster,
         &json!({"apiVersion": "v1", "kind": "Namespace",
         "metadata": {"name": policies::NAMESPACE}}),
     )
     .await;
-    create(&cluster, &policies::writers_param(WRITERS)).await;
+    create(cluster, &policies::writers_param(WRITERS)).await;
     // RBAC lets every user write claim status: the policy, not the authorizer, answers.
     create(
-        &cluster,
+        cluster,
         &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
         "metadata": {"name": "claim-status-writer"},
         "rules": [{"apiGroups": [""], "resources": ["persistentvolumeclaims/status"],
             "verbs": ["get", "update", "patch"]}]}),
     )
     .await;
-    create(&cluster, &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+    create(cluster, &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
         "metadata": {"name": "claim-status-writer"},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "claim-status-writer"},
         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:authenticated"}]})).await;
@@ -384,17 +464,18 @@ async fn native() {
         .iter()
         .chain(&policies::bindings(Action::Deny))
     {
-        create(&cluster, object).await;
+        create(cluster, object).await;
     }
+}
 
-    type_checking(&cluster, &mut controller).await;
-    wait_enforced(&cluster).await;
-
+/// Each write of [`requests`] gets the library's answer, wrapped as the apiserver reports a
+/// policy's denial.
+async fn compare(cluster: &Cluster) {
     let (mut agree, mut differ) = (0, Vec::new());
     let requests = requests();
     for (index, replay) in requests.iter().enumerate() {
         let want = wrapped(replay, &library(replay));
-        let got = replay.apiserver(&cluster, index).await.unwrap();
+        let got = replay.apiserver(cluster, index).await.unwrap();
         if got == want {
             agree += 1;
             eprintln!("ok   {}", replay.id);
@@ -416,18 +497,6 @@ async fn native() {
         requests.iter().any(|r| library(r) != Answer::Allowed),
         "some request is refused"
     );
-
-    // First, while the Deny bindings are the ones created at the start: bindings deleted and
-    // created again (warn_and_audit) may leave the apiserver's param informer behind for a
-    // while, and this phase watches the param itself.
-    writer_list_param(&cluster).await;
-    node_writes_claim_health(&cluster).await;
-    long_messages(&cluster).await;
-    cost_floor(&cluster, Floor::Shortest).await;
-    cost_floor(&cluster, Floor::LongReasons).await;
-    warn_and_audit(&cluster).await;
-    drop_on_save(&cluster).await;
-    controller.check_running().unwrap();
 }
 
 /// Waits for the status controller's type checking of every validating policy and fails on any
