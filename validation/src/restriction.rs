@@ -2,6 +2,7 @@
 
 use std::collections::HashSet;
 
+use crate::admission::AdmissionRequest;
 use crate::field::GoQuoted;
 use crate::resource::{HealthResource, Operation};
 use crate::rules::ConditionIdentity;
@@ -13,22 +14,11 @@ pub const CSINODE_OTHER_NODE: &str =
 /// `CSIVolumeHealth` is off (`admitCSINode`, checked after the name).
 pub const CSINODE_STATUS_GATED: &str = "CSIVolumeHealth feature gate is disabled";
 
-/// What the rules need to know about one admission request; every field is cheap to extract
-/// from the review without decoding whole objects.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct RestrictionInput<'a> {
-    /// The resource written.
-    pub(crate) resource: HealthResource,
-    /// The subresource (`""` or `status` for the rules here).
-    pub(crate) subresource: &'a str,
-    /// The operation.
-    pub(crate) operation: Operation,
-    /// `userInfo.username`.
-    pub(crate) username: &'a str,
-    /// The node name when the user is a node (see [`crate::identity::node_name`]).
-    pub(crate) node: Option<&'a str>,
-    /// The object's name on CREATE, the request's name otherwise.
-    pub(crate) target_name: &'a str,
+/// What the rules read of the objects written; the rest they read of the request itself.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Written<'a> {
+    /// `metadata.name` of `object`: the name a CREATE is checked against.
+    pub(crate) object_name: Option<&'a str>,
     /// `spec.nodeName` of the old pod (pods only).
     pub(crate) old_pod_node_name: Option<&'a str>,
     /// Whether `status.healthStatus` differs between the old and new claim (claims only).
@@ -78,21 +68,27 @@ pub enum Restricted {
     ClaimHealthByUser(String),
 }
 
-/// Checks the request; `Err` holds the reason of the 403 (see [`crate::status::forbidden_status`]).
+/// Checks a write of `resource` (the request's); `Err` holds the reason of the 403 (see
+/// [`crate::status::forbidden_status`]).
 pub(crate) fn check_restrictions(
-    input: &RestrictionInput<'_>,
+    request: &AdmissionRequest<'_>,
+    resource: HealthResource,
+    written: &Written<'_>,
     policy: &RestrictionPolicy,
 ) -> Result<(), Restricted> {
-    let RestrictionInput {
-        resource,
-        subresource,
-        operation,
-        username,
-        node,
-        target_name,
+    let Written {
+        object_name,
         old_pod_node_name,
         health_status_changed,
-    } = *input;
+    } = *written;
+    let (subresource, operation) = (request.subresource(), request.operation);
+    let username = &*request.user_info.username;
+    let node = request.user_info.node_name();
+    // A CREATE names its object in the object; other operations in the request.
+    let target_name = match operation {
+        Operation::Create => object_name.unwrap_or(request.name()),
+        _ => request.name(),
+    };
     match (resource, subresource) {
         (HealthResource::CsiNodes, "" | "status") => {
             let Some(node) = node else { return Ok(()) };
@@ -141,23 +137,46 @@ fn unknown_node(username: &str) -> Restricted {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::identity::UserInfo;
 
-    fn input(resource: HealthResource, subresource: &'static str) -> RestrictionInput<'static> {
-        RestrictionInput {
+    /// One write, as the tests vary it.
+    #[derive(Clone)]
+    struct Case {
+        resource: HealthResource,
+        subresource: &'static str,
+        operation: Operation,
+        user: UserInfo<'static>,
+        name: &'static str,
+        written: Written<'static>,
+    }
+
+    fn input(resource: HealthResource, subresource: &'static str) -> Case {
+        Case {
             resource,
             subresource,
             operation: Operation::Update,
-            username: "system:node:node1",
-            node: Some("node1"),
-            target_name: "node1",
-            old_pod_node_name: Some("node1"),
-            health_status_changed: false,
+            user: UserInfo::node("node1"),
+            name: "node1",
+            written: Written {
+                object_name: None,
+                old_pod_node_name: Some("node1"),
+                health_status_changed: false,
+            },
         }
     }
 
+    fn user(username: &'static str) -> UserInfo<'static> {
+        UserInfo::new(username, &["system:authenticated"])
+    }
+
     /// The check's answer with the reason as the 403 prints it.
-    fn reason(input: &RestrictionInput<'_>, policy: &RestrictionPolicy) -> Result<(), String> {
-        check_restrictions(input, policy).map_err(|r| r.to_string())
+    fn reason(case: &Case, policy: &RestrictionPolicy) -> Result<(), String> {
+        let request = AdmissionRequest::new(case.resource, case.operation)
+            .with_subresource(case.subresource)
+            .with_name(case.name)
+            .with_user(case.user.clone());
+        check_restrictions(&request, case.resource, &case.written, policy)
+            .map_err(|r| r.to_string())
     }
 
     fn gate_on() -> RestrictionPolicy {
@@ -175,32 +194,60 @@ mod tests {
         for sub in ["", "status"] {
             let own = input(HealthResource::CsiNodes, sub);
             assert_eq!(reason(&own, &policy), Ok(()));
-            let other = RestrictionInput {
-                target_name: "node2",
-                ..own
+            let other = Case {
+                name: "node2",
+                ..own.clone()
             };
             assert_eq!(reason(&other, &policy), Err(CSINODE_OTHER_NODE.to_owned()));
-            let delete = RestrictionInput {
+            let delete = Case {
                 operation: Operation::Delete,
-                ..other
+                ..other.clone()
             };
             assert!(reason(&delete, &policy).is_err());
-            let admin = RestrictionInput {
-                username: "system:admin",
-                node: None,
-                ..other
+            let admin = Case {
+                user: user("system:admin"),
+                ..other.clone()
             };
             assert_eq!(reason(&admin, &policy), Ok(()));
-            let nameless = RestrictionInput {
-                username: "system:node:",
-                node: Some(""),
-                ..own
+            let nameless = Case {
+                user: UserInfo::new("system:node:", &["system:nodes"]),
+                ..own.clone()
             };
             assert_eq!(
                 reason(&nameless, &policy),
                 Err("could not determine node from user \"system:node:\"".to_owned())
             );
         }
+    }
+
+    /// A CREATE is checked against the object's name, other operations against the request's.
+    #[test]
+    fn a_create_names_its_csinode_in_the_object() {
+        let policy = gate_on();
+        let create = Case {
+            operation: Operation::Create,
+            name: "",
+            written: Written {
+                object_name: Some("node1"),
+                ..Written::default()
+            },
+            ..input(HealthResource::CsiNodes, "")
+        };
+        assert_eq!(reason(&create, &policy), Ok(()));
+        let other = Case {
+            written: Written {
+                object_name: Some("node2"),
+                ..Written::default()
+            },
+            ..create.clone()
+        };
+        assert_eq!(reason(&other, &policy), Err(CSINODE_OTHER_NODE.to_owned()));
+        let update = Case {
+            operation: Operation::Update,
+            name: "node1",
+            ..other
+        };
+        assert_eq!(reason(&update, &policy), Ok(()));
     }
 
     /// `admitCSINode` (plugin/pkg/admission/noderestriction/admission.go): the name is checked
@@ -213,9 +260,9 @@ mod tests {
             reason(&own, &gate_off),
             Err("CSIVolumeHealth feature gate is disabled".to_owned())
         );
-        let other = RestrictionInput {
-            target_name: "node2",
-            ..own
+        let other = Case {
+            name: "node2",
+            ..own.clone()
         };
         assert_eq!(
             reason(&other, &gate_off),
@@ -224,9 +271,8 @@ mod tests {
         );
         let main = input(HealthResource::CsiNodes, "");
         assert_eq!(reason(&main, &gate_off), Ok(()));
-        let admin = RestrictionInput {
-            username: "system:admin",
-            node: None,
+        let admin = Case {
+            user: user("system:admin"),
             ..own
         };
         assert_eq!(reason(&admin, &gate_off), Ok(()));
@@ -238,19 +284,22 @@ mod tests {
         let own = input(HealthResource::Pods, "status");
         assert_eq!(reason(&own, &policy), Ok(()));
         for old in [Some("node2"), Some(""), None] {
-            let other = RestrictionInput {
-                old_pod_node_name: old,
-                ..own
+            let other = Case {
+                written: Written {
+                    old_pod_node_name: old,
+                    ..own.written
+                },
+                ..own.clone()
             };
             assert_eq!(
                 reason(&other, &policy),
                 Err("node \"node1\" can only update pod status for pods with spec.nodeName set to itself".to_owned())
             );
         }
-        let create = RestrictionInput {
+        let create = Case {
             operation: Operation::Create,
             subresource: "",
-            old_pod_node_name: None,
+            written: Written::default(),
             ..own
         };
         assert_eq!(reason(&create, &policy), Ok(()));
@@ -261,8 +310,11 @@ mod tests {
         let policy = gate_on();
         let unchanged = input(HealthResource::PersistentVolumeClaims, "status");
         assert_eq!(reason(&unchanged, &policy), Ok(()));
-        let changed = RestrictionInput {
-            health_status_changed: true,
+        let changed = Case {
+            written: Written {
+                health_status_changed: true,
+                ..unchanged.written
+            },
             ..unchanged
         };
         assert_eq!(
@@ -280,27 +332,32 @@ mod tests {
             storage_condition_identity: Default::default(),
             error_limit: None,
         };
-        let base = RestrictionInput {
-            node: None,
+        let base = input(HealthResource::PersistentVolumeClaims, "status");
+        let changed = Written {
             health_status_changed: true,
-            ..input(HealthResource::PersistentVolumeClaims, "status")
+            ..base.written
         };
-        let by_monitor = RestrictionInput {
-            username: monitor,
-            ..base
+        let by_monitor = Case {
+            user: user(monitor),
+            written: changed,
+            ..base.clone()
         };
         assert_eq!(reason(&by_monitor, &policy), Ok(()));
-        let by_other = RestrictionInput {
-            username: "alice",
+        let by_other = Case {
+            user: user("alice"),
+            written: changed,
             ..base
         };
         assert_eq!(
             reason(&by_other, &policy),
             Err("user \"alice\" is not allowed to update status.healthStatus".to_owned())
         );
-        let unchanged = RestrictionInput {
-            health_status_changed: false,
-            ..by_other
+        let unchanged = Case {
+            written: Written {
+                health_status_changed: false,
+                ..changed
+            },
+            ..by_other.clone()
         };
         assert_eq!(reason(&unchanged, &policy), Ok(()));
         assert_eq!(reason(&by_other, &gate_on()), Ok(()), "off by default");

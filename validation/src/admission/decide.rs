@@ -1,32 +1,18 @@
 //! The decisions for one admission request: node restriction, then field validation, and the
-//! drop-on-save decision, over the views of its objects.
+//! drop-on-save decision, over the views of its objects. They read the request itself.
 
 use std::collections::HashSet;
 
+use super::AdmissionRequest;
 use super::drop_on_save::DropOnSave;
 use super::verdict::{Forbidden, Invalid, Verdict};
 use crate::decode::{
     ClaimView, CsiNodeView, DecodeError, NameView, PodView, RawList, Slot, Walk, hash128,
 };
 use crate::field::Errors;
-use crate::identity::UserInfo;
 use crate::resource::{HealthResource, Operation};
-use crate::restriction::{RestrictionInput, RestrictionPolicy, check_restrictions};
+use crate::restriction::{RestrictionPolicy, Written, check_restrictions};
 use crate::rules::{check_pod_volume_health, check_storage_health, check_volume_health_status};
-
-/// What the decisions read of a request: its resource, known to be one with rules here, the
-/// request's facts and its objects.
-pub(crate) struct Target<'r, 'a> {
-    pub(crate) resource: HealthResource,
-    /// `subResource`, `""` when absent.
-    pub(crate) subresource: &'r str,
-    pub(crate) operation: Operation,
-    /// `name`, `""` when absent.
-    pub(crate) name: &'r str,
-    pub(crate) user: &'r UserInfo<'a>,
-    /// `object` and `oldObject`.
-    pub(crate) objects: (&'r Slot<'a>, &'r Slot<'a>),
-}
 
 /// Whether the rules of this project cover a subresource: the object itself or `status`.
 /// Others (`pods/eviction`, `pods/binding`, ...) carry other kinds and are allowed unchanged.
@@ -41,23 +27,33 @@ fn validates_fields(subresource: &str) -> bool {
     subresource == "status"
 }
 
-impl<'r, 'a> Target<'r, 'a> {
+/// The decisions of a request for `resource`, a resource with rules here.
+impl AdmissionRequest<'_> {
     /// The validating webhook's decision: node restriction first, then field validation of the
     /// new object against the old one.
-    pub(crate) fn validate(&self, policy: &RestrictionPolicy) -> Result<Verdict, DecodeError> {
-        if !covered(self.subresource) || self.operation == Operation::Connect {
+    pub(super) fn validate_health(
+        &self,
+        resource: HealthResource,
+        policy: &RestrictionPolicy,
+    ) -> Result<Verdict, DecodeError> {
+        if !covered(self.subresource()) || self.operation == Operation::Connect {
             return Ok(Verdict::Allowed);
         }
-        let (new, old) = self.objects;
-        match self.resource {
+        let (new, old) = (&self.object, &self.old_object);
+        match resource {
             HealthResource::Pods => {
                 let (new, old) = (new.as_pod()?, old.as_pod()?);
                 let old_node = old.and_then(|o| o.spec.as_ref()?.node_name.as_deref());
                 let object_name = new.and_then(|n| n.metadata.name.as_deref());
-                if let Some(denied) = self.restrict(object_name, old_node, false, policy) {
+                let written = Written {
+                    object_name,
+                    old_pod_node_name: old_node,
+                    health_status_changed: false,
+                };
+                if let Some(denied) = self.restrict(resource, &written, policy) {
                     return Ok(denied);
                 }
-                let Some(new) = new.filter(|_| validates_fields(self.subresource)) else {
+                let Some(new) = new.filter(|_| validates_fields(self.subresource())) else {
                     return Ok(Verdict::Allowed);
                 };
                 let volumes = NameSet::default();
@@ -68,7 +64,7 @@ impl<'r, 'a> Target<'r, 'a> {
                     |name| volumes.contains(new.volumes(), name),
                     &mut errors,
                 );
-                Ok(self.invalid_or_allowed(object_name, errors))
+                Ok(self.invalid_or_allowed(resource, object_name, errors))
             }
             HealthResource::PersistentVolumeClaims => {
                 let (new, old) = (new.as_claim()?, old.as_claim()?);
@@ -76,23 +72,33 @@ impl<'r, 'a> Target<'r, 'a> {
                 let old_health = old.and_then(ClaimView::health_status);
                 let changed = self.operation == Operation::Update && new_health != old_health;
                 let object_name = new.and_then(|n| n.metadata.name.as_deref());
-                if let Some(denied) = self.restrict(object_name, None, changed, policy) {
+                let written = Written {
+                    object_name,
+                    old_pod_node_name: None,
+                    health_status_changed: changed,
+                };
+                if let Some(denied) = self.restrict(resource, &written, policy) {
                     return Ok(denied);
                 }
-                if !validates_fields(self.subresource) {
+                if !validates_fields(self.subresource()) {
                     return Ok(Verdict::Allowed);
                 }
                 let mut errors = Errors::with_limit(policy.error_limit.unwrap_or(usize::MAX));
                 check_volume_health_status(new_health, old_health, &mut errors);
-                Ok(self.invalid_or_allowed(object_name, errors))
+                Ok(self.invalid_or_allowed(resource, object_name, errors))
             }
             HealthResource::CsiNodes => {
                 let (new, old) = (new.as_csinode()?, old.as_csinode()?);
                 let object_name = new.and_then(|n| n.metadata.name.as_deref());
-                if let Some(denied) = self.restrict(object_name, None, false, policy) {
+                let written = Written {
+                    object_name,
+                    old_pod_node_name: None,
+                    health_status_changed: false,
+                };
+                if let Some(denied) = self.restrict(resource, &written, policy) {
                     return Ok(denied);
                 }
-                let Some(new) = new.filter(|_| validates_fields(self.subresource)) else {
+                let Some(new) = new.filter(|_| validates_fields(self.subresource())) else {
                     return Ok(Verdict::Allowed);
                 };
                 let mut errors = Errors::with_limit(policy.error_limit.unwrap_or(usize::MAX));
@@ -102,7 +108,7 @@ impl<'r, 'a> Target<'r, 'a> {
                     policy.storage_condition_identity,
                     &mut errors,
                 );
-                Ok(self.invalid_or_allowed(object_name, errors))
+                Ok(self.invalid_or_allowed(resource, object_name, errors))
             }
         }
     }
@@ -110,32 +116,16 @@ impl<'r, 'a> Target<'r, 'a> {
     /// Runs the node restriction; `Some` is the denial.
     fn restrict(
         &self,
-        object_name: Option<&str>,
-        old_pod_node_name: Option<&str>,
-        health_status_changed: bool,
+        resource: HealthResource,
+        written: &Written<'_>,
         policy: &RestrictionPolicy,
     ) -> Option<Verdict> {
-        let name = self.name;
-        let target_name = match self.operation {
-            Operation::Create => object_name.unwrap_or(name),
-            _ => name,
-        };
-        let user = self.user;
-        let restriction = RestrictionInput {
-            resource: self.resource,
-            subresource: self.subresource,
-            operation: self.operation,
-            username: &user.username,
-            node: user.node_name(),
-            target_name,
-            old_pod_node_name,
-            health_status_changed,
-        };
-        let reason = check_restrictions(&restriction, policy).err()?;
+        let reason = check_restrictions(self, resource, written, policy).err()?;
+        let name = self.name();
         Some(Verdict::Forbidden(Forbidden {
-            resource: self.resource,
+            resource,
             name: if name.is_empty() {
-                object_name.unwrap_or_default().to_owned()
+                written.object_name.unwrap_or_default().to_owned()
             } else {
                 name.to_owned()
             },
@@ -143,14 +133,19 @@ impl<'r, 'a> Target<'r, 'a> {
         }))
     }
 
-    fn invalid_or_allowed(&self, object_name: Option<&str>, errors: Errors) -> Verdict {
+    fn invalid_or_allowed(
+        &self,
+        resource: HealthResource,
+        object_name: Option<&str>,
+        errors: Errors,
+    ) -> Verdict {
         let (errors, omitted) = errors.finish();
         if errors.is_empty() {
             Verdict::Allowed
         } else {
             Verdict::Invalid(Invalid {
-                resource: self.resource,
-                name: object_name.unwrap_or(self.name).to_owned(),
+                resource,
+                name: object_name.unwrap_or(self.name()).to_owned(),
                 errors,
                 omitted,
             })
@@ -161,17 +156,18 @@ impl<'r, 'a> Target<'r, 'a> {
     /// removed. With the gate off, a new value is dropped unless the old object
     /// already uses the field (present for a claim's `healthStatus`, a non-empty list
     /// otherwise). With the gate on nothing is removed, and an object that is not its kind is
-    /// reported as by [`Target::validate`].
-    pub(crate) fn gated_field_to_drop(
+    /// reported as by [`validate_health`](Self::validate_health).
+    pub(super) fn gated_field_to_drop_from(
         &self,
+        resource: HealthResource,
         gate_enabled: bool,
     ) -> Result<Option<DropOnSave>, DecodeError> {
-        if !covered(self.subresource)
+        if !covered(self.subresource())
             || !matches!(self.operation, Operation::Create | Operation::Update)
         {
             return Ok(None);
         }
-        let (new, old) = self.objects;
+        let (new, old) = (&self.object, &self.old_object);
         if gate_enabled {
             for slot in [new, old] {
                 if let Slot::Undecodable(bad) = slot {
@@ -183,7 +179,7 @@ impl<'r, 'a> Target<'r, 'a> {
         if matches!(new, Slot::Absent) || !new.gated_in_use()? {
             return Ok(None);
         }
-        Ok((!old.gated_in_use()?).then(|| DropOnSave::new(self.resource)))
+        Ok((!old.gated_in_use()?).then(|| DropOnSave::new(resource)))
     }
 }
 

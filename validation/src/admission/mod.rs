@@ -301,8 +301,8 @@ impl<'a> AdmissionRequest<'a> {
     /// The validating webhook's decision: node restriction first, then field validation of the
     /// new object against the old one. Requests for other resources are allowed.
     pub fn validate(&self, policy: &RestrictionPolicy) -> Result<Verdict, DecodeError> {
-        match self.target() {
-            Some(target) => target.validate(policy),
+        match self.health_resource() {
+            Some(resource) => self.validate_health(resource, policy),
             None => Ok(Verdict::Allowed),
         }
     }
@@ -317,20 +317,9 @@ impl<'a> AdmissionRequest<'a> {
         &self,
         gate_enabled: bool,
     ) -> Result<Option<DropOnSave>, DecodeError> {
-        match self.target() {
-            Some(target) => target.gated_field_to_drop(gate_enabled),
+        match self.health_resource() {
+            Some(resource) => self.gated_field_to_drop_from(resource, gate_enabled),
             None => Ok(None),
         }
-    }
-
-    fn target(&self) -> Option<decide::Target<'_, 'a>> {
-        Some(decide::Target {
-            resource: self.health_resource()?,
-            subresource: self.subresource(),
-            operation: self.operation,
-            name: self.name(),
-            user: &self.user_info,
-            objects: (&self.object, &self.old_object),
-        })
     }
 }
