@@ -1,6 +1,7 @@
 //! Native mode: this project's own rules as MutatingAdmissionPolicy and
 //! ValidatingAdmissionPolicy objects, which kube-apiserver evaluates in process, with no webhook
-//! hop (`volume-health-webhook policies`).
+//! hop. A library of its own, so the server crate holds no CEL: `volume-health-webhook policies`
+//! only writes [`files`].
 //!
 //! Only the rules in-tree Kubernetes v1.37.2 lacks are here: beside an apiserver with
 //! `CSIVolumeHealth` on, its own validation, NodeRestriction and the Node authorizer answer every

@@ -34,7 +34,7 @@ use serde_json::{Value, json};
 use volume_health_tests::cluster::{
     Cluster, ControlPlane, Identity, bound_pod, create_namespace, volume_health,
 };
-use volume_health_webhooks::policies::{self, Action};
+use volume_health_policies::{self as policies, Action};
 
 const NODE: &str = "node-1";
 const DRIVER: &str = "csi.example.com";

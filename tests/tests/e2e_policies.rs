@@ -28,7 +28,7 @@ use volume_health_validation::rules::ConditionIdentity;
 use volume_health_validation::{
     AdmissionRequest, HealthResource, Operation, RestrictionPolicy, UserInfo,
 };
-use volume_health_webhooks::policies::{self, Action};
+use volume_health_policies::{self as policies, Action};
 
 use e2e_support::{Answer, Replay};
 use volume_health_tests::cluster::{Cluster, ClusterOptions, ControllerManager, bin_dir};

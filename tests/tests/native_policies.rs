@@ -4,12 +4,12 @@ use std::path::Path;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
-use volume_health_webhooks::policies::{self, Action};
+use volume_health_policies::{self as policies, Action};
 
 #[test]
 fn committed_native_policies_are_generated() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/components/native-policies");
-    for (name, text) in volume_health_webhooks::policies::files() {
+    for (name, text) in policies::files() {
         let path = dir.join(&name);
         let committed = std::fs::read_to_string(&path)
             .unwrap_or_else(|err| panic!("{}: {err}", path.display()));

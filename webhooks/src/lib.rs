@@ -13,7 +13,6 @@ mod handlers;
 pub mod health;
 pub mod metrics;
 pub mod parse;
-pub mod policies;
 pub mod review;
 pub mod server;
 pub mod telemetry;

@@ -21,7 +21,7 @@ fn main() -> anyhow::Result<ExitCode> {
 fn policies(args: PoliciesArgs) -> anyhow::Result<ExitCode> {
     std::fs::create_dir_all(&args.out_dir)
         .with_context(|| format!("creating {}", args.out_dir.display()))?;
-    for (name, text) in volume_health_webhooks::policies::files() {
+    for (name, text) in volume_health_policies::files() {
         let path = args.out_dir.join(name);
         std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
         println!("{}", path.display());
