@@ -946,7 +946,7 @@ async fn shipped_configuration_answers_on_a_real_control_plane() {
         down: true,
     };
     phases
-        .phase("no kubelet waits on a replica")
+        .phase("no kubelet or listed monitor waits on a replica")
         .after(&down.header())
         .run(async {
             for ((write, gates), answer) in &measured {
