@@ -112,8 +112,9 @@ conformance: release
 	python3 $(CONFORMANCE) --binary $(BIN) --cases $(CONFORMANCE_CASES)
 
 ## e2e: a real kube-apiserver v1.37.2 and etcd on loopback, no webhook installed: the admission
-## fixtures and the differential requests replayed as real writes, SubjectAccessReviews posted,
-## each in-tree answer compared with the library's; the shipped webhooks end to end; the native
+## fixtures, the differential requests and 2,000 seeded generated writes replayed as real writes
+## (VOLUME_HEALTH_E2E_SEED=<seed> replays a run's), SubjectAccessReviews posted, each in-tree
+## answer compared with the library's; the shipped webhooks end to end; the native
 ## policies alone, type-checked by kube-controller-manager; then every command of the README and docs
 ## that needs a cluster, the release binaries or helm, run as the docs give it (slow: ignored
 ## by `make test`)

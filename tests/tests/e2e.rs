@@ -1,26 +1,34 @@
 //! A real kube-apiserver v1.37.2 and etcd on loopback, with `CSIVolumeHealth` on and no webhook
-//! installed: the admission fixtures and a table of differential requests are replayed as real
-//! writes, and SubjectAccessReviews are posted, and each in-tree answer is compared with the
-//! library's (validation and authorizer) for the same request. Slow, so ignored: `make e2e`
-//! builds the binaries and runs it with `--ignored`.
+//! installed: the admission fixtures, the differential table and seeded generated writes are
+//! replayed as real writes, and SubjectAccessReviews are posted, and each in-tree answer is
+//! compared with the library's (validation and authorizer) for the same request. Each phase is
+//! reported on its own. Slow, so ignored: `make e2e` builds the binaries and runs it with
+//! `--ignored`.
 
 // Test helpers unwrap: a panic here is a failed test with its location.
 #![allow(clippy::unwrap_used)]
 
 mod e2e_support;
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
 use hyper::Method;
 use serde_json::{Value, json};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
 use volume_health_authz::{AuthzPolicy, Decision};
 use volume_health_validation::HealthResource;
 use volume_health_validation::rules::ConditionIdentity;
 
-use e2e_support::{Answer, Replay, table};
+use e2e_support::{Answer, Replay, generate, table};
 use volume_health_tests::cluster::{Cluster, ClusterOptions, bin_dir};
+use volume_health_tests::phases::Phases;
 
 /// The project's own rules: where its answer differs from in-tree's on purpose. Every
 /// difference the suite finds must be one of these.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum OwnRule {
     /// Two conditions of one driver with the same status, reason, accessMode and volumeMode:
     /// the project refuses them (the kubelet could not tell them apart), in-tree accepts them.
@@ -82,76 +90,281 @@ fn admission_requests() -> Vec<Replay> {
     fixtures.chain(table::requests().unwrap()).collect()
 }
 
+/// How many generated writes a run replays, and how many are in flight at once.
+const GENERATED: usize = 2_000;
+const IN_FLIGHT: usize = 8;
+
+/// How many failed requests are printed whole; the others by their id.
+const SHOWN: usize = 5;
+
+/// The namespaces of generated writes are numbered after the recorded ones'.
+const GENERATED_NAMESPACES: usize = 100_000;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "starts kube-apiserver and etcd: `make e2e`"]
 async fn in_tree_answers_match_the_library() {
     // Bounded: a hung step fails the suite instead of holding CI.
-    tokio::time::timeout(std::time::Duration::from_secs(900), in_tree())
+    tokio::time::timeout(Duration::from_secs(900), in_tree())
         .await
         .expect("the suite did not finish within 15 minutes");
 }
 
 async fn in_tree() {
-    let options = ClusterOptions {
-        in_tree_gate: true,
-        authorizer: None,
+    let mut phases = Phases::new("e2e", Duration::from_secs(300));
+    let start = async {
+        let options = ClusterOptions {
+            in_tree_gate: true,
+            authorizer: None,
+        };
+        let cluster = Cluster::start(&bin_dir()?, options).await?;
+        eprintln!("kube-apiserver ready; logs in {}", cluster.dir().display());
+        anyhow::Ok(Arc::new(cluster))
     };
-    let cluster = Cluster::start(&bin_dir().unwrap(), options).await.unwrap();
-    eprintln!("kube-apiserver ready; logs in {}", cluster.dir().display());
+    let Some(cluster) = phases.phase("control plane").run(start).await else {
+        return phases.finish();
+    };
+    phases
+        .phase("recorded writes")
+        .run(recorded_writes(cluster.clone()))
+        .await;
+    phases
+        .phase("SubjectAccessReviews")
+        .run(subject_access_reviews(cluster.clone()))
+        .await;
+    phases
+        .phase("generated writes")
+        .run(generated_writes(cluster))
+        .await;
+    phases.finish();
+}
 
+/// How one write's answers compare.
+enum Outcome {
+    Agree,
+    Own(OwnRule),
+    /// The library's answer, which differs.
+    Differ(Answer),
+}
+
+fn compare(replay: &Replay, apiserver: &Answer) -> Outcome {
+    let library = replay.library(ConditionIdentity::Unique).unwrap();
+    let in_tree = replay.library(ConditionIdentity::InTree).unwrap();
+    if *apiserver == library {
+        Outcome::Agree
+    } else if let Some(rule) = OwnRule::explaining(replay, apiserver, &library, &in_tree) {
+        Outcome::Own(rule)
+    } else {
+        Outcome::Differ(library)
+    }
+}
+
+/// The outcomes of a phase's writes.
+#[derive(Default)]
+struct Tally {
+    agree: usize,
+    own: BTreeMap<OwnRule, usize>,
+    differ: Vec<String>,
+    setup_failed: Vec<String>,
+}
+
+impl Tally {
+    fn add(&mut self, id: &str, outcome: &Outcome) {
+        match outcome {
+            Outcome::Agree => self.agree += 1,
+            Outcome::Own(rule) => *self.own.entry(*rule).or_default() += 1,
+            Outcome::Differ(_) => self.differ.push(id.to_owned()),
+        }
+    }
+
+    fn compared(&self) -> usize {
+        self.agree + self.own.values().sum::<usize>() + self.differ.len()
+    }
+
+    fn summary(&self) -> String {
+        let own: Vec<String> = self
+            .own
+            .iter()
+            .map(|(rule, n)| format!("{n} {rule:?}"))
+            .collect();
+        format!(
+            "{} compared: {} agree, {} own rules ({}), {} differ, {} not replayed",
+            self.compared(),
+            self.agree,
+            self.own.values().sum::<usize>(),
+            own.join(", "),
+            self.differ.len(),
+            self.setup_failed.len(),
+        )
+    }
+
+    fn assert_clean(&self, phase: &str) {
+        assert!(
+            self.setup_failed.is_empty(),
+            "{phase}: not replayed: {:?}",
+            self.setup_failed
+        );
+        assert!(
+            self.differ.is_empty(),
+            "{phase}: in-tree answers differ: {:?}",
+            self.differ
+        );
+    }
+}
+
+/// The admission fixtures and the differential table, one write after another.
+async fn recorded_writes(cluster: Arc<Cluster>) {
     let requests = admission_requests();
-    let (mut agree, mut own, mut differ, mut setup_failed) = (0, 0, Vec::new(), Vec::new());
+    let mut tally = Tally::default();
     for (index, replay) in requests.iter().enumerate() {
-        let library = replay.library(ConditionIdentity::Unique).unwrap();
-        let in_tree = replay.library(ConditionIdentity::InTree).unwrap();
         let apiserver = match replay.apiserver(&cluster, index).await {
             Ok(answer) => answer,
             Err(err) => {
                 eprintln!("SETUP {}: {err:#}", replay.id);
-                setup_failed.push(replay.id.clone());
+                tally.setup_failed.push(replay.id.clone());
                 continue;
             }
         };
-        if apiserver == library {
-            agree += 1;
-            eprintln!("ok   {}", replay.id);
-        } else if let Some(rule) = OwnRule::explaining(replay, &apiserver, &library, &in_tree) {
-            own += 1;
-            eprintln!("own  {} ({rule:?})", replay.id);
-        } else {
-            eprintln!(
+        let outcome = compare(replay, &apiserver);
+        match &outcome {
+            Outcome::Agree => eprintln!("ok   {}", replay.id),
+            Outcome::Own(rule) => eprintln!("own  {} ({rule:?})", replay.id),
+            Outcome::Differ(library) => eprintln!(
                 "DIFF {}\n     apiserver {apiserver:?}\n     library   {library:?}",
                 replay.id
-            );
-            differ.push(replay.id.clone());
+            ),
         }
+        tally.add(&replay.id, &outcome);
+    }
+    eprintln!("recorded writes: {}", tally.summary());
+    tally.assert_clean("recorded writes");
+    assert!(
+        tally.agree > requests.len() / 2,
+        "most writes are answered as in-tree"
+    );
+}
+
+/// `text` cut to a line's worth, for the long values of generated writes.
+fn shortened(text: &str) -> String {
+    match text.char_indices().nth(400) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_owned(),
+    }
+}
+
+/// The seed of the generated writes: `VOLUME_HEALTH_E2E_SEED`, or the clock.
+fn seed() -> u64 {
+    std::env::var("VOLUME_HEALTH_E2E_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_secs())
+        })
+}
+
+/// Seeded generated writes, several in flight at once: every answer is the library's, or
+/// differs by an own rule. A difference prints the seed and the request, to be replayed.
+async fn generated_writes(cluster: Arc<Cluster>) {
+    let seed = seed();
+    eprintln!("generated writes: seed {seed} (VOLUME_HEALTH_E2E_SEED={seed} replays them)");
+    let writes = generate::writes(seed, GENERATED);
+    let mut coverage: BTreeMap<&str, usize> = BTreeMap::new();
+    for tag in writes.iter().flat_map(|w| &w.tags) {
+        *coverage.entry(tag).or_default() += 1;
     }
 
-    let (sar_agree, sar_differ) = subject_access_reviews(&cluster).await;
-    let compared = agree + own + differ.len() + sar_agree + sar_differ.len();
+    let in_flight = Arc::new(Semaphore::new(IN_FLIGHT));
+    let mut tasks = JoinSet::new();
+    for (index, write) in writes.into_iter().enumerate() {
+        let permit = in_flight.clone().acquire_owned().await.unwrap();
+        let cluster = cluster.clone();
+        tasks.spawn(async move {
+            let answer = write
+                .replay
+                .apiserver(&cluster, GENERATED_NAMESPACES + index)
+                .await;
+            drop(permit);
+            (index, write.replay, answer)
+        });
+    }
+    let mut answers = Vec::new();
+    while let Some(done) = tasks.join_next().await {
+        answers.push(done.unwrap());
+    }
+    answers.sort_by_key(|(index, _, _)| *index);
+
+    let mut tally = Tally::default();
+    let (mut accepted, mut refused) = (0, 0);
+    let mut codes: BTreeMap<i64, usize> = BTreeMap::new();
+    for (_, replay, answer) in &answers {
+        let apiserver = match answer {
+            Ok(answer) => answer,
+            Err(err) => {
+                eprintln!(
+                    "SETUP seed {seed} {}: {}",
+                    replay.id,
+                    shortened(&format!("{err:#}"))
+                );
+                if tally.setup_failed.len() < SHOWN {
+                    eprintln!("     request {}", replay.describe());
+                }
+                tally.setup_failed.push(replay.id.clone());
+                continue;
+            }
+        };
+        match apiserver.code() {
+            None => accepted += 1,
+            Some(code) => {
+                refused += 1;
+                *codes.entry(code).or_default() += 1;
+            }
+        }
+        let outcome = compare(replay, apiserver);
+        if let Outcome::Differ(library) = &outcome {
+            eprintln!(
+                "DIFF seed {seed} {}\n     apiserver {apiserver:?}\n     library   {library:?}",
+                replay.id,
+            );
+            if tally.differ.len() < SHOWN {
+                eprintln!("     request   {}", replay.describe());
+            }
+        }
+        tally.add(&replay.id, &outcome);
+    }
+
+    eprintln!("generated writes: coverage of {GENERATED} writes:");
+    for category in generate::CATEGORIES {
+        eprintln!(
+            "     {:>5} {category}",
+            coverage.get(category).copied().unwrap_or(0)
+        );
+    }
     eprintln!(
-        "{compared} requests compared ({} writes, {} SubjectAccessReviews): {} agree, {own} differ by the project's own rules, {} differ",
-        agree + own + differ.len(),
-        sar_agree + sar_differ.len(),
-        agree + sar_agree,
-        differ.len() + sar_differ.len(),
+        "generated writes: the apiserver accepted {accepted} and refused {refused} (by code: {codes:?})"
     );
-    assert!(setup_failed.is_empty(), "not replayed: {setup_failed:?}");
-    assert!(differ.is_empty(), "in-tree answers differ: {differ:?}");
+    eprintln!("generated writes: seed {seed}: {}", tally.summary());
+    tally.assert_clean(&format!("generated writes of seed {seed}"));
+    let missing: Vec<&&str> = generate::CATEGORIES
+        .iter()
+        .filter(|c| !coverage.contains_key(**c))
+        .collect();
     assert!(
-        sar_differ.is_empty(),
-        "authorizer answers differ: {sar_differ:?}"
+        missing.is_empty(),
+        "seed {seed}: never generated: {missing:?}"
     );
+    // Neither side of the rules may be starved.
+    let replayed = accepted + refused;
     assert!(
-        agree > requests.len() / 2,
-        "most writes are answered as in-tree"
+        accepted * 4 >= replayed && refused * 4 >= replayed,
+        "seed {seed}: {accepted} accepted and {refused} refused: each should be a quarter at least"
     );
 }
 
 /// The authorization fixtures (gate on, no deny on mismatch: the Node authorizer's own
 /// behaviour) and a table of requests, posted as SubjectAccessReviews; the apiserver prefixes
 /// the Node authorizer's reason with `node: `, and gives none when no authorizer has one.
-async fn subject_access_reviews(cluster: &Cluster) -> (usize, Vec<String>) {
+async fn subject_access_reviews(cluster: Arc<Cluster>) {
     let mut reviews: Vec<(String, Value)> = fixture_cases()
         .into_iter()
         .filter(|case| case["endpoint"] == "authorize" && case["profile"] == "gate-on")
@@ -253,5 +466,42 @@ async fn subject_access_reviews(cluster: &Cluster) -> (usize, Vec<String>) {
             differ.push(id);
         }
     }
-    (agree, differ)
+    eprintln!(
+        "SubjectAccessReviews: {} compared: {agree} agree, {} differ",
+        agree + differ.len(),
+        differ.len()
+    );
+    assert!(differ.is_empty(), "authorizer answers differ: {differ:?}");
+}
+
+/// The generator without a cluster: one seed gives the same writes, another seed other ones,
+/// and every run reaches every category with both answers well represented.
+#[test]
+fn generated_writes_are_seeded_and_cover_every_category() {
+    let describe = |seed| -> Vec<Value> {
+        generate::writes(seed, GENERATED)
+            .iter()
+            .map(|w| w.replay.describe())
+            .collect()
+    };
+    let first = describe(7);
+    assert_eq!(first, describe(7), "a seed replays its writes");
+    assert_ne!(first, describe(8), "another seed writes other requests");
+    for seed in [7, 8, 9] {
+        let writes = generate::writes(seed, GENERATED);
+        let tags: std::collections::BTreeSet<&str> =
+            writes.iter().flat_map(|w| w.tags.iter().copied()).collect();
+        for category in generate::CATEGORIES {
+            assert!(tags.contains(category), "seed {seed}: never {category}");
+        }
+        let allowed = writes
+            .iter()
+            .filter(|w| w.replay.library(ConditionIdentity::InTree).unwrap() == Answer::Allowed)
+            .count();
+        eprintln!("seed {seed}: the library allows {allowed} of {GENERATED}");
+        assert!(
+            (GENERATED / 4..=GENERATED * 3 / 4).contains(&allowed),
+            "seed {seed}: {allowed} of {GENERATED} allowed"
+        );
+    }
 }
