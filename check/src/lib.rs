@@ -42,7 +42,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::value::RawValue;
 use volume_health_validation::rules::ConditionIdentity;
 use volume_health_validation::status::MAX_REPORTED_ERRORS;
-use volume_health_validation::{HealthResource, RestrictionPolicy, UserInfo};
+use volume_health_validation::{HealthResource, Settings, UserInfo};
 
 mod input;
 mod object;
@@ -118,7 +118,7 @@ type Key = (HealthResource, String, String);
 /// Checks objects from inputs and writes the report as it goes.
 pub struct Checker<W> {
     options: Options,
-    policy: RestrictionPolicy,
+    policy: Settings,
     user: UserInfo<'static>,
     old: HashMap<Key, Box<RawValue>>,
     reporter: Reporter<W>,
@@ -134,12 +134,11 @@ impl<W: Write> Checker<W> {
     /// A checker that reports to `reporter`.
     pub fn new(options: Options, reporter: Reporter<W>) -> Self {
         let user = UserInfo::new(options.user.clone().unwrap_or_default(), &options.groups);
-        let policy = RestrictionPolicy {
-            gate_enabled: options.gate_enabled,
-            pvc_health_writers: None,
+        let policy = Settings {
             storage_condition_identity: options.storage_condition_identity,
             // The webhooks' bound, so that the answers are theirs.
             error_limit: Some(MAX_REPORTED_ERRORS),
+            ..Settings::with_gate(options.gate_enabled)
         };
         Checker {
             progress: Progress::new(options.progress),

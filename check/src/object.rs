@@ -9,7 +9,7 @@ use volume_health_validation::admission::{DropOnSave, Invalid};
 use volume_health_validation::error;
 use volume_health_validation::repair::Repair;
 use volume_health_validation::{
-    AdmissionRequest, ErrorList, HealthResource, Operation, RestrictionPolicy, UserInfo, Verdict,
+    AdmissionRequest, ErrorList, HealthResource, Operation, Settings, UserInfo, Verdict,
 };
 
 use crate::repair;
@@ -204,7 +204,7 @@ pub fn decide(
     object: &RawValue,
     old_object: &RawValue,
     user: &UserInfo<'_>,
-    policy: &RestrictionPolicy,
+    policy: &Settings,
 ) -> Finding {
     let build = |object| {
         AdmissionRequest::new(resource, Operation::Update)
@@ -216,7 +216,7 @@ pub fn decide(
     let mut finding = Finding::default();
     let without: Box<RawValue>;
     let mut request = build(object);
-    if !policy.gate_enabled {
+    if !policy.restriction.gate_enabled {
         match request.gated_field_to_drop(false) {
             Ok(None) => {}
             Ok(Some(drop)) => {
@@ -265,7 +265,7 @@ pub(crate) fn repaired(
     object: &RawValue,
     old_object: &RawValue,
     user: &UserInfo<'_>,
-    policy: &RestrictionPolicy,
+    policy: &Settings,
 ) -> Option<Finding> {
     let mut value: serde_json::Value = serde_json::from_str(object.get()).ok()?;
     let old: serde_json::Value = serde_json::from_str(old_object.get()).ok()?;

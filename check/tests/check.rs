@@ -327,7 +327,7 @@ fn objects_without_the_field_get_the_librarys_answer() {
     // `check` answers these without calling the library; the library agrees, gate on or off.
     use serde_json::value::RawValue;
     use volume_health_check::{Finding, decide};
-    use volume_health_validation::{HealthResource, RestrictionPolicy, UserInfo};
+    use volume_health_validation::{HealthResource, Settings, UserInfo};
     let objects = [
         (
             HealthResource::Pods,
@@ -344,11 +344,9 @@ fn objects_without_the_field_get_the_librarys_answer() {
     ];
     let old = RawValue::from_string(r#"{"metadata": {"name": "x"}}"#.to_owned()).unwrap();
     for gate_enabled in [true, false] {
-        let policy = RestrictionPolicy {
-            gate_enabled,
-            pvc_health_writers: None,
-            storage_condition_identity: Default::default(),
+        let policy = Settings {
             error_limit: Some(volume_health_validation::status::MAX_REPORTED_ERRORS),
+            ..Settings::with_gate(gate_enabled)
         };
         for (resource, text) in objects {
             let raw = RawValue::from_string(text.to_owned()).unwrap();

@@ -25,7 +25,7 @@ use std::process::Command;
 
 use volume_health_authz::{AuthzPolicy, Decision};
 use volume_health_tests::{baseline, bench_requests};
-use volume_health_validation::{AdmissionReview, RestrictionPolicy, Verdict};
+use volume_health_validation::{AdmissionReview, Settings, Verdict};
 
 /// The environment variable that makes the benchmark a worker: `<case>:<side>:<reviews>`.
 const WORKER: &str = "VOLUME_HEALTH_INSTRUCTIONS_WORKER";
@@ -73,10 +73,7 @@ const CASES: [Case; 5] = [
 ];
 
 fn validate(body: &[u8]) -> bool {
-    let policy = RestrictionPolicy {
-        gate_enabled: true,
-        ..Default::default()
-    };
+    let policy = Settings::with_gate(true);
     let text = std::str::from_utf8(body).unwrap();
     let review = AdmissionReview::parse(text).unwrap();
     matches!(review.request.validate(&policy), Ok(Verdict::Allowed))

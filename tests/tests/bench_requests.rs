@@ -6,18 +6,11 @@
 #![allow(clippy::unwrap_used)]
 
 use volume_health_tests::bench_requests;
-use volume_health_validation::{
-    AdmissionReview, HealthResource, Operation, RestrictionPolicy, Verdict,
-};
+use volume_health_validation::{AdmissionReview, HealthResource, Operation, Settings, Verdict};
 
 #[test]
 fn admission_requests_are_read_in_one_pass_and_allowed() {
-    let policy = RestrictionPolicy {
-        gate_enabled: true,
-        pvc_health_writers: None,
-        storage_condition_identity: Default::default(),
-        error_limit: None,
-    };
+    let policy = Settings::with_gate(true);
     for (body, resource, size) in [
         (
             bench_requests::pod_status_update(),

@@ -24,9 +24,10 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use volume_health_tests::without_nulls;
+use volume_health_validation::restriction::RestrictionPolicy;
 use volume_health_validation::rules::ConditionIdentity;
 use volume_health_validation::{
-    AdmissionRequest, HealthResource, Operation, RestrictionPolicy, UserInfo,
+    AdmissionRequest, HealthResource, Operation, Settings, UserInfo,
 };
 use volume_health_policies::{self as policies, Action};
 
@@ -99,14 +100,16 @@ fn library(replay: &Replay) -> Answer {
         .with_name(replay.name())
         .with_user(user)
         .with_objects(object.as_deref(), old_object.as_deref());
-    let policy = RestrictionPolicy {
-        gate_enabled: true,
-        pvc_health_writers: Some(
-            WRITERS
-                .iter()
-                .map(|w| (*w).to_owned())
-                .collect::<HashSet<_>>(),
-        ),
+    let policy = Settings {
+        restriction: RestrictionPolicy {
+            gate_enabled: true,
+            pvc_health_writers: Some(
+                WRITERS
+                    .iter()
+                    .map(|w| (*w).to_owned())
+                    .collect::<HashSet<_>>(),
+            ),
+        },
         storage_condition_identity: ConditionIdentity::Unique,
         error_limit: None,
     };

@@ -13,8 +13,8 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use std::hint::black_box;
 use volume_health_validation::{
-    AdmissionRequest, AdmissionReview, HealthResource, Operation, RestrictionPolicy, UserInfo,
-    Verdict, validate_pod,
+    AdmissionRequest, AdmissionReview, HealthResource, Operation, Settings, UserInfo, Verdict,
+    validate_pod,
 };
 
 /// A production-sized Pod: 4 containers with env and probes, `volumes` PVC volumes, full
@@ -102,12 +102,7 @@ fn bench_pod_status(c: &mut Criterion, name: &str, new: &Value, old: &Value) {
             .with_user(user.clone())
             .with_objects(Some(&new_raw), Some(&old_raw))
     };
-    let policy = RestrictionPolicy {
-        gate_enabled: true,
-        pvc_health_writers: None,
-        storage_condition_identity: Default::default(),
-        error_limit: None,
-    };
+    let policy = Settings::with_gate(true);
     assert_eq!(request().validate(&policy).unwrap(), Verdict::Allowed);
 
     let mut group = c.benchmark_group(name);

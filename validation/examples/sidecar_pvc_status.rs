@@ -19,7 +19,7 @@ use k8s_openapi::api::core::v1::{
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
-use volume_health_validation::{AdmissionRequest, Operation, RestrictionPolicy, UserInfo};
+use volume_health_validation::{AdmissionRequest, Operation, Settings, UserInfo};
 
 /// Who the sidecar writes as: its service account.
 const USER: &str = "system:serviceaccount:kube-system:csi-health-monitor";
@@ -55,10 +55,7 @@ async fn main() -> anyhow::Result<()> {
     let request = AdmissionRequest::write(Operation::Update, Some(&new), Some(&old))
         .with_subresource("status")
         .with_user(UserInfo::new(USER, &["system:serviceaccounts"]));
-    let policy = RestrictionPolicy {
-        gate_enabled: true,
-        ..Default::default()
-    };
+    let policy = Settings::with_gate(true);
     // A denial comes with the Status the apiserver would answer with, message and all.
     if let Some(denied) = request
         .validate(&policy)

@@ -14,7 +14,7 @@
 //! per storage condition within a driver ([`rules::ConditionIdentity`], on by default, reported after
 //! upstream's errors; [`rules::ConditionIdentity::InTree`] turns it off), and the wording and optional
 //! writer list of the claim `healthStatus` rule ([`restriction::Restricted::ClaimHealthByNode`],
-//! [`RestrictionPolicy::pvc_health_writers`]). Fields are validated on writes of the `status`
+//! [`restriction::RestrictionPolicy::pvc_health_writers`]). Fields are validated on writes of the `status`
 //! subresource only, as the apiserver does.
 //!
 //! Checking a write before sending it, node restriction included, takes typed k8s-openapi
@@ -24,7 +24,7 @@
 //! use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus, PodVolumeHealth, Volume};
 //! use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 //! use volume_health_validation::{
-//!     AdmissionRequest, Operation, RestrictionPolicy, UserInfo, Verdict,
+//!     AdmissionRequest, Operation, Settings, UserInfo, Verdict,
 //! };
 //!
 //! let old = Pod {
@@ -42,7 +42,7 @@
 //!     ..Default::default()
 //! });
 //!
-//! let policy = RestrictionPolicy { gate_enabled: true, ..Default::default() };
+//! let policy = Settings::with_gate(true);
 //! let verdict = AdmissionRequest::write(Operation::Update, Some(&new), Some(&old))
 //!     .with_subresource("status")
 //!     .with_user(UserInfo::node("node1"))
@@ -85,11 +85,10 @@ pub mod restriction;
 pub mod rules;
 pub mod status;
 
-pub use admission::{AdmissionRequest, AdmissionReview, Verdict};
+pub use admission::{AdmissionRequest, AdmissionReview, Settings, Verdict};
 pub use field::{ErrorList, FieldError};
 pub use identity::UserInfo;
 pub use resource::{HealthResource, Operation};
-pub use restriction::RestrictionPolicy;
 pub use rules::{validate_csinode, validate_pod, validate_pvc};
 
 #[cfg(test)]

@@ -5,7 +5,6 @@ use std::collections::HashSet;
 use crate::admission::AdmissionRequest;
 use crate::field::GoQuoted;
 use crate::resource::{HealthResource, Operation};
-use crate::rules::ConditionIdentity;
 
 /// Upstream NodeRestriction's reason for a CSINode of another node.
 pub const CSINODE_OTHER_NODE: &str =
@@ -25,21 +24,14 @@ pub(crate) struct Written<'a> {
     pub(crate) health_status_changed: bool,
 }
 
-/// Server-wide settings of the rules: of the node restriction and of this project's own rules.
+/// The node restriction's settings. The field rules' are beside them in
+/// [`Settings`](crate::admission::Settings).
 #[derive(Clone, Debug, Default)]
 pub struct RestrictionPolicy {
-    /// Whether the `CSIVolumeHealth` feature gate is on.
+    /// Whether the `CSIVolumeHealth` feature gate is on (a node may write `csinodes/status`).
     pub gate_enabled: bool,
     /// When set, only these usernames may change a claim's `status.healthStatus`.
     pub pvc_health_writers: Option<HashSet<String>>,
-    /// Whether a driver's storage conditions must each have their own identity (on by
-    /// default) or are checked exactly as in-tree.
-    pub storage_condition_identity: ConditionIdentity,
-    /// When set, at most this many field errors are kept for one object and the rest counted
-    /// ([`Invalid::omitted`](crate::admission::Invalid::omitted)); a server answering untrusted
-    /// writers sets [`MAX_REPORTED_ERRORS`](crate::status::MAX_REPORTED_ERRORS). `None`: every
-    /// error.
-    pub error_limit: Option<usize>,
 }
 
 /// Why the node restriction refuses a write: the reason of its 403, as upstream words it.
@@ -183,8 +175,6 @@ mod tests {
         RestrictionPolicy {
             gate_enabled: true,
             pvc_health_writers: None,
-            storage_condition_identity: Default::default(),
-            error_limit: None,
         }
     }
 
@@ -329,8 +319,6 @@ mod tests {
         let policy = RestrictionPolicy {
             gate_enabled: true,
             pvc_health_writers: Some(HashSet::from([monitor.to_owned()])),
-            storage_condition_identity: Default::default(),
-            error_limit: None,
         };
         let base = input(HealthResource::PersistentVolumeClaims, "status");
         let changed = Written {

@@ -8,7 +8,7 @@ use crate::field::{FieldError, GoQuoted};
 use crate::resource::HealthResource;
 
 /// Most field errors a server reports for one object
-/// ([`RestrictionPolicy::error_limit`](crate::RestrictionPolicy::error_limit)). Each entry of an
+/// ([`Settings::error_limit`](crate::Settings::error_limit)). Each entry of an
 /// unbounded list can add errors, so a hostile object could otherwise make an answer many times
 /// the size of its request; past this many, errors are counted, not kept, and the message says
 /// how many more there were.

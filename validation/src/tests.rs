@@ -7,7 +7,6 @@ use serde_json::{Value, json};
 use crate::admission::*;
 use crate::field::*;
 use crate::identity::*;
-use crate::restriction::*;
 use crate::rules::*;
 use crate::*;
 
@@ -47,10 +46,7 @@ fn undecoded(err: DecodeError) -> Undecoded {
     }
 }
 
-fn validate_admission(
-    input: &AdmissionInput<'_>,
-    policy: &RestrictionPolicy,
-) -> Result<Verdict, Undecoded> {
+fn validate_admission(input: &AdmissionInput<'_>, policy: &Settings) -> Result<Verdict, Undecoded> {
     input.request().validate(policy).map_err(undecoded)
 }
 
@@ -89,7 +85,7 @@ fn errors_of(resource: HealthResource, new: &Value, old: Option<&Value>) -> Vec<
         object: Some(&new_raw),
         old_object: old_raw.as_deref(),
     };
-    let from_raw = match validate_admission(&input, &RestrictionPolicy::default()).unwrap() {
+    let from_raw = match validate_admission(&input, &Settings::default()).unwrap() {
         Verdict::Allowed => vec![],
         Verdict::Invalid(Invalid { errors, .. }) => errors,
         forbidden => panic!("unexpected {forbidden:?}"),
@@ -123,7 +119,7 @@ fn typed_request_errors(
         let request = AdmissionRequest::write(operation, Some(&new), old.as_ref())
             .with_subresource("status")
             .with_user(user.clone());
-        match request.validate(&RestrictionPolicy::default()).unwrap() {
+        match request.validate(&Settings::default()).unwrap() {
             Verdict::Allowed => vec![],
             Verdict::Invalid(Invalid { errors, .. }) => errors,
             forbidden => panic!("unexpected {forbidden:?}"),
@@ -1165,10 +1161,9 @@ fn storage_condition_identity() {
         .what("a changed entry is checked again").old(csinode(json!([stale]))),
     ]);
     let new = csinode(one_driver(twice));
-    let in_tree = RestrictionPolicy {
-        gate_enabled: true,
+    let in_tree = Settings {
         storage_condition_identity: ConditionIdentity::InTree,
-        ..Default::default()
+        ..Settings::with_gate(true)
     };
     let (new_raw, user) = (raw(&new), UserInfo::default());
     let request = AdmissionRequest::new(NODE, Operation::Update)
@@ -1230,10 +1225,7 @@ fn kubelet_csinode_lifecycle_is_allowed() {
         username: "system:node:node1".into(),
         groups: Groups::of(&["system:nodes", "system:authenticated"]),
     };
-    let policy = RestrictionPolicy {
-        gate_enabled: true,
-        ..Default::default()
-    };
+    let policy = Settings::with_gate(true);
     for (i, (subresource, operation, new, old)) in steps.into_iter().enumerate() {
         let (new, old) = (raw(new), old.map(raw));
         let request = AdmissionRequest::new(NODE, operation)
@@ -1268,10 +1260,7 @@ fn spec_update_beside_stored_invalid_status_is_allowed() {
         username: "system:admin".into(),
         groups: Groups::of(&["system:masters"]),
     };
-    let policy = RestrictionPolicy {
-        gate_enabled: true,
-        ..Default::default()
-    };
+    let policy = Settings::with_gate(true);
     for (resource, new, old) in [
         (PVC, &resized, &stored),
         (POD, &relabelled, &stored_pod),
@@ -1307,7 +1296,7 @@ fn invalid_whole_object_message() {
         object: Some(&new),
         old_object: None,
     };
-    let verdict = validate_admission(&input, &RestrictionPolicy::default()).unwrap();
+    let verdict = validate_admission(&input, &Settings::default()).unwrap();
     let status = verdict.status().unwrap();
     assert_eq!(
         status.message.as_deref(),
@@ -1348,13 +1337,8 @@ mod admission_decisions {
         }
     }
 
-    fn gate(enabled: bool) -> RestrictionPolicy {
-        RestrictionPolicy {
-            gate_enabled: enabled,
-            pvc_health_writers: None,
-            storage_condition_identity: Default::default(),
-            error_limit: None,
-        }
+    fn gate(enabled: bool) -> Settings {
+        Settings::with_gate(enabled)
     }
 
     #[test]

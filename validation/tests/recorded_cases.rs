@@ -9,8 +9,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use volume_health_validation::admission::{DecodeError, Invalid, ReviewError};
 use volume_health_validation::{
-    AdmissionRequest, AdmissionReview, HealthResource, Operation, RestrictionPolicy, UserInfo,
-    Verdict,
+    AdmissionRequest, AdmissionReview, HealthResource, Operation, Settings, UserInfo, Verdict,
 };
 
 use volume_health_test_kit::apiserver_order::apiserver_order;
@@ -102,12 +101,7 @@ fn recorded_cases() {
             ran += 1;
             continue;
         }
-        let policy = RestrictionPolicy {
-            gate_enabled,
-            pvc_health_writers: None,
-            storage_condition_identity: Default::default(),
-            error_limit: None,
-        };
+        let policy = Settings::with_gate(gate_enabled);
         let verdict = request.validate(&policy).unwrap();
         match verdict.status() {
             None => assert_eq!(expect["allowed"], true, "{id}: allowed"),
@@ -172,12 +166,7 @@ fn member_order_does_not_change_answers() {
         let one_pass = AdmissionReview::parse(&ordered).unwrap().request;
         let at_the_end = AdmissionReview::parse(&sorted).unwrap().request;
         for gate_enabled in [true, false] {
-            let policy = RestrictionPolicy {
-                gate_enabled,
-                pvc_health_writers: None,
-                storage_condition_identity: Default::default(),
-                error_limit: None,
-            };
+            let policy = Settings::with_gate(gate_enabled);
             let want_verdict = built.validate(&policy).unwrap();
             let want_drop = built.gated_field_to_drop(gate_enabled).unwrap();
             for (how, read) in [("apiserver order", &one_pass), ("sorted", &at_the_end)] {
@@ -234,7 +223,7 @@ fn an_object_that_is_not_its_kind_is_reported_by_the_decisions() {
     for body in [review(request), sorted] {
         let read = AdmissionReview::parse(&body).unwrap().request;
         assert_eq!(read.uid, "u");
-        let err = read.validate(&RestrictionPolicy::default()).unwrap_err();
+        let err = read.validate(&Settings::default()).unwrap_err();
         // The position is the object's own (it is decoded on its own), whatever the spacing.
         let message = decode_error(err);
         assert!(
@@ -266,7 +255,7 @@ fn an_object_that_is_not_its_kind_is_reported_by_the_decisions() {
     let body = review(&array);
     let read = AdmissionReview::parse(&body).unwrap().request;
     for err in [
-        read.validate(&RestrictionPolicy::default()).unwrap_err(),
+        read.validate(&Settings::default()).unwrap_err(),
         read.gated_field_to_drop(false).unwrap_err(),
         read.gated_field_to_drop(true).unwrap_err(),
     ] {

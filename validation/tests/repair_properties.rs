@@ -28,8 +28,8 @@ use volume_health_validation::repair::{
     Policy, Repair, repair_csinode, repair_pod, repair_pvc, unchanged,
 };
 use volume_health_validation::{
-    AdmissionRequest, ErrorList, Operation, RestrictionPolicy, Verdict, validate_csinode,
-    validate_pod, validate_pvc,
+    AdmissionRequest, ErrorList, Operation, Settings, Verdict, validate_csinode, validate_pod,
+    validate_pvc,
 };
 
 /// Cases per resource. Each is a few microseconds of work; the count keeps the test under a
@@ -476,10 +476,7 @@ fn check<K: HealthObject + Clone + PartialEq + std::fmt::Debug>(
 
     // The repaired value is accepted, by the rules and by a status write's admission.
     prop_assert_eq!(validate(&repaired, old), vec![], "repairs: {:?}", repairs);
-    let policy = RestrictionPolicy {
-        gate_enabled: true,
-        ..Default::default()
-    };
+    let policy = Settings::with_gate(true);
     let verdict = AdmissionRequest::write(Operation::Update, Some(&repaired), old)
         .with_subresource("status")
         .validate(&policy)

@@ -12,7 +12,7 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use volume_health_validation::rules::ConditionIdentity;
 use volume_health_validation::{
-    AdmissionRequest, HealthResource, Operation, RestrictionPolicy, UserInfo,
+    AdmissionRequest, HealthResource, Operation, Settings, UserInfo,
 };
 
 use volume_health_tests::cluster::{Cluster, User};
@@ -165,11 +165,9 @@ impl Replay {
             .with_name(self.name())
             .with_user(user)
             .with_objects(object.as_deref(), old_object.as_deref());
-        let policy = RestrictionPolicy {
-            gate_enabled: true,
-            pvc_health_writers: None,
+        let policy = Settings {
             storage_condition_identity: identity,
-            error_limit: None,
+            ..Settings::with_gate(true)
         };
         let verdict = request
             .validate(&policy)

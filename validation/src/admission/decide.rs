@@ -11,7 +11,8 @@ use crate::decode::{
 };
 use crate::field::Errors;
 use crate::resource::{HealthResource, Operation};
-use crate::restriction::{RestrictionPolicy, Written, check_restrictions};
+use super::settings::Settings;
+use crate::restriction::{Written, check_restrictions};
 use crate::rules::{check_pod_volume_health, check_storage_health, check_volume_health_status};
 
 /// Whether the rules of this project cover a subresource: the object itself or `status`.
@@ -34,7 +35,7 @@ impl AdmissionRequest<'_> {
     pub(super) fn validate_health(
         &self,
         resource: HealthResource,
-        policy: &RestrictionPolicy,
+        policy: &Settings,
     ) -> Result<Verdict, DecodeError> {
         if !covered(self.subresource()) || self.operation == Operation::Connect {
             return Ok(Verdict::Allowed);
@@ -57,7 +58,7 @@ impl AdmissionRequest<'_> {
                     return Ok(Verdict::Allowed);
                 };
                 let volumes = NameSet::default();
-                let mut errors = Errors::with_limit(policy.error_limit.unwrap_or(usize::MAX));
+                let mut errors = policy.errors();
                 check_pod_volume_health(
                     new.volume_health(),
                     old.and_then(PodView::volume_health),
@@ -83,7 +84,7 @@ impl AdmissionRequest<'_> {
                 if !validates_fields(self.subresource()) {
                     return Ok(Verdict::Allowed);
                 }
-                let mut errors = Errors::with_limit(policy.error_limit.unwrap_or(usize::MAX));
+                let mut errors = policy.errors();
                 check_volume_health_status(new_health, old_health, &mut errors);
                 Ok(self.invalid_or_allowed(resource, object_name, errors))
             }
@@ -101,7 +102,7 @@ impl AdmissionRequest<'_> {
                 let Some(new) = new.filter(|_| validates_fields(self.subresource())) else {
                     return Ok(Verdict::Allowed);
                 };
-                let mut errors = Errors::with_limit(policy.error_limit.unwrap_or(usize::MAX));
+                let mut errors = policy.errors();
                 check_storage_health(
                     new.storage_health(),
                     old.and_then(CsiNodeView::storage_health),
@@ -118,9 +119,9 @@ impl AdmissionRequest<'_> {
         &self,
         resource: HealthResource,
         written: &Written<'_>,
-        policy: &RestrictionPolicy,
+        policy: &Settings,
     ) -> Option<Verdict> {
-        let reason = check_restrictions(self, resource, written, policy).err()?;
+        let reason = check_restrictions(self, resource, written, &policy.restriction).err()?;
         let name = self.name();
         Some(Verdict::Forbidden(Forbidden {
             resource,

@@ -4,6 +4,7 @@
 mod decide;
 mod drop_on_save;
 mod response;
+mod settings;
 mod verdict;
 
 use std::borrow::Cow;
@@ -17,9 +18,9 @@ pub use crate::decode::{HealthObject, Typed};
 pub use crate::identity::UserInfo;
 pub use crate::resource::GroupVersionResource;
 use crate::resource::{HealthResource, Operation};
-use crate::restriction::RestrictionPolicy;
 pub use drop_on_save::{DropOnSave, Remove};
 pub use response::Response;
+pub use settings::Settings;
 pub use verdict::{Forbidden, Invalid, Verdict};
 
 const API_VERSION: &str = "admission.k8s.io/v1";
@@ -28,7 +29,7 @@ const KIND: &str = "AdmissionReview";
 /// An AdmissionReview body (`admission.k8s.io/v1`) with a request this library decides.
 ///
 /// ```
-/// use volume_health_validation::{AdmissionReview, RestrictionPolicy, Verdict};
+/// use volume_health_validation::{AdmissionReview, Settings, Verdict};
 ///
 /// let body = r#"{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
 ///   "request": {
@@ -43,7 +44,7 @@ const KIND: &str = "AdmissionReview";
 ///     "oldObject": {"metadata": {"name": "web-0"}, "spec": {"nodeName": "node1"}}
 ///   }}"#;
 /// let request = AdmissionReview::parse(body)?.request;
-/// let policy = RestrictionPolicy { gate_enabled: true, ..Default::default() };
+/// let policy = Settings::with_gate(true);
 /// let Verdict::Invalid(invalid) = request.validate(&policy)? else {
 ///     panic!("a volume that is not in spec.volumes");
 /// };
@@ -196,7 +197,7 @@ impl<'a> AdmissionRequest<'a> {
     ///
     /// ```
     /// use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus, PodVolumeHealth};
-    /// use volume_health_validation::{AdmissionRequest, Operation, RestrictionPolicy, UserInfo, Verdict};
+    /// use volume_health_validation::{AdmissionRequest, Operation, Settings, UserInfo, Verdict};
     ///
     /// let old = Pod {
     ///     metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
@@ -214,7 +215,7 @@ impl<'a> AdmissionRequest<'a> {
     /// let verdict = AdmissionRequest::write(Operation::Update, Some(&new), Some(&old))
     ///     .with_subresource("status")
     ///     .with_user(UserInfo::node("node1"))
-    ///     .validate(&RestrictionPolicy { gate_enabled: true, ..Default::default() })?;
+    ///     .validate(&Settings::with_gate(true))?;
     /// let Verdict::Forbidden(forbidden) = verdict else { panic!("another node's pod") };
     /// assert_eq!(
     ///     forbidden.reason.to_string(),
@@ -300,9 +301,9 @@ impl<'a> AdmissionRequest<'a> {
 
     /// The validating webhook's decision: node restriction first, then field validation of the
     /// new object against the old one. Requests for other resources are allowed.
-    pub fn validate(&self, policy: &RestrictionPolicy) -> Result<Verdict, DecodeError> {
+    pub fn validate(&self, settings: &Settings) -> Result<Verdict, DecodeError> {
         match self.health_resource() {
-            Some(resource) => self.validate_health(resource, policy),
+            Some(resource) => self.validate_health(resource, settings),
             None => Ok(Verdict::Allowed),
         }
     }

@@ -104,7 +104,7 @@ pub struct Invalid {
     /// The object's name.
     pub name: String,
     /// The errors, in Kubernetes order: all of them, or the first
-    /// [`RestrictionPolicy::error_limit`](crate::RestrictionPolicy::error_limit).
+    /// [`Settings::error_limit`](crate::Settings::error_limit).
     pub errors: ErrorList,
     /// How many more errors there were past that limit.
     pub omitted: usize,

@@ -189,10 +189,7 @@ fn repair<'b>(
         return AdmissionReviewed::allowed(request);
     }
     // Validation is the cheap test; only a refused write is decoded whole.
-    if !matches!(
-        request.validate(&state.restriction),
-        Ok(Verdict::Invalid(_))
-    ) {
+    if !matches!(request.validate(&state.decisions), Ok(Verdict::Invalid(_))) {
         return AdmissionReviewed::allowed(request);
     }
     let review: serde_json::Value = match serde_json::from_slice(body) {
@@ -200,7 +197,7 @@ fn repair<'b>(
         Err(_) => return AdmissionReviewed::allowed(request),
     };
     let old = review["request"].get("oldObject");
-    let identity = state.restriction.storage_condition_identity;
+    let identity = state.decisions.storage_condition_identity;
     let repaired = match volume_health_check::repair::repair(
         resource,
         &review["request"]["object"],
@@ -287,7 +284,7 @@ impl Endpoint for Validate {
         body: &'b [u8],
     ) -> Result<AdmissionReviewed<'b>, Rejection> {
         let request = review::parse(body)?;
-        match request.validate(&state.restriction) {
+        match request.validate(&state.decisions) {
             Ok(Verdict::Allowed) => Ok(AdmissionReviewed::allowed(request)),
             Ok(Verdict::Forbidden(forbidden)) => {
                 let response = Response::deny(&request.uid, forbidden.status());

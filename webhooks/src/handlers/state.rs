@@ -6,9 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use volume_health_authz::AuthzPolicy;
+use volume_health_validation::HealthResource;
+use volume_health_validation::restriction::RestrictionPolicy;
 use volume_health_validation::rules::ConditionIdentity;
 use volume_health_validation::status::MAX_REPORTED_ERRORS;
-use volume_health_validation::{HealthResource, RestrictionPolicy};
 
 use super::body::BodyBudget;
 use crate::enforcement::EnforcementAction;
@@ -44,7 +45,8 @@ pub struct Settings {
 /// Shared state of the handlers; cheap to clone.
 #[derive(Clone, Debug)]
 pub struct WebhookState {
-    pub(super) restriction: Arc<RestrictionPolicy>,
+    /// What requests are decided with (the library's settings, not these).
+    pub(super) decisions: Arc<volume_health_validation::Settings>,
     pub(super) authz: AuthzPolicy,
     pub(super) gates: FeatureGates,
     pub(super) enforcement_action: EnforcementAction,
@@ -67,9 +69,11 @@ impl WebhookState {
             metrics.expect_repairs(&resources, &volume_health_check::repair::KIND_LABELS);
         }
         WebhookState {
-            restriction: Arc::new(RestrictionPolicy {
-                gate_enabled: settings.gates.csi_volume_health,
-                pvc_health_writers: settings.pvc_health_writers.clone(),
+            decisions: Arc::new(volume_health_validation::Settings {
+                restriction: RestrictionPolicy {
+                    gate_enabled: settings.gates.csi_volume_health,
+                    pvc_health_writers: settings.pvc_health_writers.clone(),
+                },
                 storage_condition_identity: settings.storage_condition_identity,
                 error_limit: Some(MAX_REPORTED_ERRORS),
             }),
