@@ -14,8 +14,9 @@
 //! per storage condition within a driver ([`rules::ConditionIdentity`], on by default, reported after
 //! upstream's errors; [`rules::ConditionIdentity::InTree`] turns it off), and the wording and optional
 //! writer list of the claim `healthStatus` rule ([`restriction::Restricted::ClaimHealthByNode`],
-//! [`restriction::RestrictionPolicy::pvc_health_writers`]). Fields are validated on writes of the `status`
-//! subresource only, as the apiserver does.
+//! [`restriction::RestrictionPolicy::pvc_health_writers`]). Fields are validated on writes of
+//! the `status` subresource only, as the apiserver does. [`Settings`] holds what a request is
+//! decided with: the node restriction's settings and the field rules'.
 //!
 //! Checking a write before sending it, node restriction included, takes typed k8s-openapi
 //! objects and no JSON:
@@ -62,12 +63,13 @@
 //! [`validate_csinode`] run the field rules alone.
 //!
 //! The front door is the items below; the rest is in named modules: [`rules`] (the field rules
-//! by list, their limits, [`rules::ConditionIdentity`]), [`restriction`] (the node rules and
-//! their texts), [`admission`] (the verdict's parts and errors), [`field`] (paths and error
-//! kinds), [`status`] (the `Status` an apiserver answers with), [`identity`] (node users),
-//! [`error`] (an error and its causes on one line), [`json`] (JSON read strictly, as the
-//! apiserver reads it, for other documents), [`repair`] (the smallest change that makes
-//! a report valid, and for writers a no-op test and transition times carried over).
+//! by list, their limits, [`rules::ConditionIdentity`]), [`restriction`] (the node rules, their
+//! texts and settings), [`admission`] (the verdict's parts and errors, drop on save's patch,
+//! the response an apiserver reads), [`field`] (paths and error kinds), [`status`] (the
+//! `Status` an apiserver answers with), [`identity`] (node users), [`error`] (an error and its
+//! causes on one line), [`json`] (JSON read strictly, as the apiserver reads it, for other
+//! documents), [`repair`] (the smallest change that makes a report valid, and for writers a
+//! no-op test and transition times carried over).
 //!
 //! This crate selects no k8s-openapi version: the program that depends on it enables `v1_37` or
 //! later, as k8s-openapi asks of libraries.
