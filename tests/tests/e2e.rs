@@ -263,20 +263,39 @@ fn seed() -> u64 {
         })
 }
 
+/// One generated write of the seed, `VOLUME_HEALTH_E2E_WRITE=gen-<index>`, to replay it alone.
+fn only_write() -> Option<usize> {
+    let id = std::env::var("VOLUME_HEALTH_E2E_WRITE").ok()?;
+    let index = id.trim_start_matches("gen-").parse().ok();
+    assert!(
+        index.is_some_and(|i| i < GENERATED),
+        "VOLUME_HEALTH_E2E_WRITE={id}: not a generated write's id (gen-0 to gen-{})",
+        GENERATED - 1
+    );
+    index
+}
+
 /// Seeded generated writes, several in flight at once: every answer is the library's, or
 /// differs by an own rule. A difference prints the seed and the request, to be replayed.
 async fn generated_writes(cluster: Arc<Cluster>) {
     let seed = seed();
     eprintln!("generated writes: seed {seed} (VOLUME_HEALTH_E2E_SEED={seed} replays them)");
-    let writes = generate::writes(seed, GENERATED);
+    let only = only_write();
+    let writes: Vec<(usize, generate::Generated)> = match only {
+        Some(index) => vec![(index, generate::write(seed, index))],
+        None => generate::writes(seed, GENERATED)
+            .into_iter()
+            .enumerate()
+            .collect(),
+    };
     let mut coverage: BTreeMap<&str, usize> = BTreeMap::new();
-    for tag in writes.iter().flat_map(|w| &w.tags) {
+    for tag in writes.iter().flat_map(|(_, w)| &w.tags) {
         *coverage.entry(tag).or_default() += 1;
     }
 
     let in_flight = Arc::new(Semaphore::new(IN_FLIGHT));
     let mut tasks = JoinSet::new();
-    for (index, write) in writes.into_iter().enumerate() {
+    for (index, write) in writes {
         let permit = in_flight.clone().acquire_owned().await.unwrap();
         let cluster = cluster.clone();
         tasks.spawn(async move {
@@ -323,14 +342,26 @@ async fn generated_writes(cluster: Arc<Cluster>) {
         let outcome = compare(replay, apiserver);
         if let Outcome::Differ(library) = &outcome {
             eprintln!(
-                "DIFF seed {seed} {}\n     apiserver {apiserver:?}\n     library   {library:?}",
-                replay.id,
+                "DIFF seed {seed} {id} (VOLUME_HEALTH_E2E_SEED={seed} VOLUME_HEALTH_E2E_WRITE={id} \
+                 replays it alone)\n     apiserver {apiserver:?}\n     library   {library:?}",
+                id = replay.id,
             );
             if tally.differ.len() < SHOWN {
                 eprintln!("     request   {}", replay.describe());
             }
+        } else if only.is_some() {
+            eprintln!(
+                "{} seed {seed}\n     request   {}\n     apiserver {apiserver:?}",
+                replay.id,
+                replay.describe()
+            );
         }
         tally.add(&replay.id, &outcome);
+    }
+    if only.is_some() {
+        eprintln!("generated writes: seed {seed}: {}", tally.summary());
+        tally.assert_clean(&format!("generated write of seed {seed}"));
+        return;
     }
 
     eprintln!("generated writes: coverage of {GENERATED} writes:");

@@ -11,9 +11,7 @@ use hyper::Method;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use volume_health_validation::rules::ConditionIdentity;
-use volume_health_validation::{
-    AdmissionRequest, HealthResource, Operation, Settings, UserInfo,
-};
+use volume_health_validation::{AdmissionRequest, HealthResource, Operation, Settings, UserInfo};
 
 use volume_health_tests::cluster::{Cluster, User};
 
