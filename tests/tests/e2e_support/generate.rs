@@ -9,19 +9,18 @@
 use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
-use volume_health_validation::{HealthResource, Operation};
-
 use volume_health_validation::rules::ConditionIdentity;
+use volume_health_validation::{HealthResource, Operation};
 
 use super::{Answer, Replay};
 
 /// splitmix64: small, fast and good enough for choosing test values.
-pub(crate) struct Rng(u64);
+struct Rng(u64);
 
 impl Rng {
     /// The generator of one write: it depends on the seed and the write's index only, so one
     /// write reads the same whatever the others are.
-    pub(crate) fn for_write(seed: u64, index: usize) -> Self {
+    fn for_write(seed: u64, index: usize) -> Self {
         let mut rng = Rng(seed ^ (index as u64).wrapping_mul(0xA076_1D64_78BD_642F));
         rng.next();
         rng
@@ -63,6 +62,7 @@ pub(crate) const CATEGORIES: &[&str] = &[
     "admin",
     "kubelet own node",
     "kubelet other node",
+    "kubelet on a claim",
     "status update",
     "main resource update",
     "create",
@@ -271,7 +271,13 @@ impl Gen {
         // A kubelet has no relation to a claim no pod of its uses, so the Node authorizer
         // refuses its writes; only its changes of the health field say something of the
         // library (which refuses them with its own text).
-        let username = self.identity("node1", 95, 5);
+        let username = if self.rng.percent(95) {
+            self.tag("admin");
+            ADMIN.to_owned()
+        } else {
+            self.tag("kubelet on a claim");
+            "system:node:node1".to_owned()
+        };
         let admin = username == ADMIN;
         let (operation, subresource) = self.operation(admin, admin);
         let old = self.stored(operation, |g| Some(g.claim_health()));
@@ -357,7 +363,7 @@ impl Gen {
         value
     }
 
-    /// The new health field: the old one unchanged, changed a little (a message, a time, a
+    /// The new health field: the old one unchanged, changed a little (a message, a status, a
     /// condition more or less), or a new one.
     fn next_health(
         &mut self,
