@@ -63,6 +63,7 @@ pub(crate) const CATEGORIES: &[&str] = &[
     "kubelet own node",
     "kubelet other node",
     "kubelet on a claim",
+    "kubelet on a claim its pod uses",
     "status update",
     "main resource update",
     "create",
@@ -268,10 +269,11 @@ impl Gen {
 
     fn claim(&mut self, id: String) -> Replay {
         self.tag("claim");
-        // A kubelet has no relation to a claim no pod of its uses, so the Node authorizer
-        // refuses its writes; only its changes of the health field say something of the
-        // library (which refuses them with its own text).
-        let username = if self.rng.percent(95) {
+        // A kubelet writes a claim's status only where one of its pods uses the claim (the
+        // Node authorizer's relation). Without one, the authorizer refuses every write, and
+        // only a change of the health field says something of the library (which refuses it
+        // with its own text).
+        let username = if self.rng.percent(92) {
             self.tag("admin");
             ADMIN.to_owned()
         } else {
@@ -279,10 +281,14 @@ impl Gen {
             "system:node:node1".to_owned()
         };
         let admin = username == ADMIN;
+        let related = !admin && self.rng.percent(60);
+        if related {
+            self.tag("kubelet on a claim its pod uses");
+        }
         let (operation, subresource) = self.operation(admin, admin);
         let old = self.stored(operation, |g| Some(g.claim_health()));
         let mut new = self.next_health(old.as_ref(), Kind::Volume, |g| Some(g.claim_health()));
-        if !admin && new == old {
+        if !admin && !related && new == old {
             new = Some(json!({"healthConditions": [{"status": "Degraded", "reason": "ByNode"}]}));
         }
         let object = |health: Option<Value>| {
@@ -295,14 +301,22 @@ impl Gen {
             }
             claim
         };
-        finish(
+        let replay = finish(
             id,
             HealthResource::PersistentVolumeClaims,
             (operation, subresource),
             user(&username),
             object(new),
             object(old),
-        )
+        );
+        if !related {
+            return replay;
+        }
+        replay.with_related(json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "user", "namespace": "default"},
+            "spec": {"nodeName": "node1",
+                "containers": [{"name": "ctr", "image": "registry.example/app:1"}],
+                "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "claim"}}]}}))
     }
 
     fn csinode(&mut self, id: String, index: usize) -> Replay {

@@ -77,6 +77,9 @@ pub(crate) struct Replay {
     pub(crate) user: Value,
     pub(crate) object: Option<Value>,
     pub(crate) old_object: Option<Value>,
+    /// A pod created beside the object first, as the admin: a claim's user, so that the Node
+    /// authorizer relates the claim to the pod's node.
+    pub(crate) related: Option<Value>,
 }
 
 impl Replay {
@@ -97,7 +100,14 @@ impl Replay {
             user,
             object,
             old_object,
+            related: None,
         }
+    }
+
+    /// The request, with `pod` created beside its object first.
+    pub(crate) fn with_related(mut self, pod: Value) -> Self {
+        self.related = Some(pod);
+        self
     }
 
     /// The request of an admission fixture case; `None` for a resource without rules.
@@ -129,6 +139,7 @@ impl Replay {
             "user": self.user,
             "object": self.object,
             "oldObject": self.old_object,
+            "related": self.related,
         })
     }
 
@@ -264,6 +275,15 @@ impl Replay {
                 tokio::time::sleep(POLL).await;
             }
         }
+        if let Some(pod) = &self.related {
+            let mut pod = pod.clone();
+            pod["metadata"]["namespace"] = json!(ns);
+            let path = format!("/api/v1/namespaces/{ns}/pods");
+            let (code, body) = api.send(Method::POST, &path, Some(&pod), None).await?;
+            if code != 201 {
+                bail!("creating the related pod: {code} {body}");
+            }
+        }
         let user = self.user();
         let Some(old) = &self.old_object else {
             let new = self.clean(self.object.as_ref().context("no object")?, &ns);
@@ -309,15 +329,29 @@ impl Replay {
         let mut new = self.clean(self.object.as_ref().context("no object")?, &ns);
         new["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
         new["metadata"]["uid"] = current["metadata"]["uid"].clone();
+        // What the apiserver set on the stored object, sent back as a writer that read it
+        // would: NodeRestriction refuses a node's claim write that changes the metadata.
+        for key in ["creationTimestamp", "finalizers", "generation"] {
+            let stored = &current["metadata"][key];
+            if new["metadata"].get(key).is_none() && !stored.is_null() {
+                new["metadata"][key] = stored.clone();
+            }
+        }
         if self.namespaced() && (self.subresource == "status" || new.get("spec").is_none()) {
             // The spec as the apiserver defaulted it, so that only the status differs.
             new["spec"] = current["spec"].clone();
         }
         let path = self.path(&ns, Some(&name), &self.subresource);
         // The Node authorizer learns of a new pod from a watch: until then it finds no relation
-        // between the node and its pod. Other writes have no relation to wait for.
-        let bound_here = self.resource == HealthResource::Pods
-            && new["spec"]["nodeName"].as_str() == self.username().strip_prefix("system:node:");
+        // between the node and its pod, or the claim its pod uses. Other writes have no
+        // relation to wait for.
+        let node = self.username().strip_prefix("system:node:");
+        let bound_here = (self.resource == HealthResource::Pods
+            && new["spec"]["nodeName"].as_str() == node)
+            || self
+                .related
+                .as_ref()
+                .is_some_and(|pod| pod["spec"]["nodeName"].as_str() == node);
         let mut attempt = 0;
         loop {
             let (code, body) = api
