@@ -31,10 +31,10 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::storage::v1::CSINode;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
+use volume_health_policies::{self as policies, Action};
 use volume_health_tests::cluster::{
     Cluster, ControlPlane, Identity, bound_pod, create_namespace, volume_health,
 };
-use volume_health_policies::{self as policies, Action};
 
 const NODE: &str = "node-1";
 const DRIVER: &str = "csi.example.com";

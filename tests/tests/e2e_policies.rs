@@ -23,13 +23,11 @@ use hyper::Method;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
+use volume_health_policies::{self as policies, Action};
 use volume_health_tests::without_nulls;
 use volume_health_validation::restriction::RestrictionPolicy;
 use volume_health_validation::rules::ConditionIdentity;
-use volume_health_validation::{
-    AdmissionRequest, HealthResource, Operation, Settings, UserInfo,
-};
-use volume_health_policies::{self as policies, Action};
+use volume_health_validation::{AdmissionRequest, HealthResource, Operation, Settings, UserInfo};
 
 use e2e_support::{Answer, Replay};
 use volume_health_tests::cluster::{Cluster, ClusterOptions, ControllerManager, bin_dir};
