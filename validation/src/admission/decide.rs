@@ -5,13 +5,13 @@ use std::collections::HashSet;
 
 use super::AdmissionRequest;
 use super::drop_on_save::DropOnSave;
+use super::settings::Settings;
 use super::verdict::{Forbidden, Invalid, Verdict};
 use crate::decode::{
     ClaimView, CsiNodeView, DecodeError, NameView, PodView, RawList, Slot, Walk, hash128,
 };
 use crate::field::Errors;
 use crate::resource::{HealthResource, Operation};
-use super::settings::Settings;
 use crate::restriction::{Written, check_restrictions};
 use crate::rules::{check_pod_volume_health, check_storage_health, check_volume_health_status};
 
