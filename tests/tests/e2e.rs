@@ -90,8 +90,10 @@ fn admission_requests() -> Vec<Replay> {
     fixtures.chain(table::requests().unwrap()).collect()
 }
 
-/// How many generated writes a run replays, and how many are in flight at once.
+/// How many generated writes a run replays.
 const GENERATED: usize = 2_000;
+/// How many generated writes are in flight at once: the apiserver answers them side by side,
+/// and each waits on its own round trips.
 const IN_FLIGHT: usize = 8;
 
 /// How many failed requests are printed whole; the others by their id.
