@@ -12,6 +12,7 @@ mod e2e_support;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use hyper::Method;
@@ -295,6 +296,7 @@ async fn generated_writes(cluster: Arc<Cluster>) {
         *coverage.entry(tag).or_default() += 1;
     }
 
+    let stored_before = e2e_support::STORED_IN_ETCD.load(Ordering::Relaxed);
     let in_flight = Arc::new(Semaphore::new(IN_FLIGHT));
     let mut tasks = JoinSet::new();
     for (index, write) in writes {
@@ -374,7 +376,8 @@ async fn generated_writes(cluster: Arc<Cluster>) {
         );
     }
     eprintln!(
-        "generated writes: the apiserver accepted {accepted} and refused {refused} (by code: {codes:?})"
+        "generated writes: the apiserver accepted {accepted} and refused {refused} (by code: {codes:?}); {} old objects were written into etcd",
+        e2e_support::STORED_IN_ETCD.load(Ordering::Relaxed) - stored_before
     );
     eprintln!("generated writes: seed {seed}: {}", tally.summary());
     tally.assert_clean(&format!("generated writes of seed {seed}"));
@@ -385,6 +388,11 @@ async fn generated_writes(cluster: Arc<Cluster>) {
     assert!(
         missing.is_empty(),
         "seed {seed}: never generated: {missing:?}"
+    );
+    let stored = e2e_support::STORED_IN_ETCD.load(Ordering::Relaxed) - stored_before;
+    assert!(
+        stored >= GENERATED / 20,
+        "seed {seed}: only {stored} old objects were stored invalid, through etcd"
     );
     // Neither side of the rules may be starved.
     let replayed = accepted + refused;

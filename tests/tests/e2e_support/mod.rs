@@ -4,6 +4,7 @@
 pub(crate) mod generate;
 pub(crate) mod table;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
@@ -14,6 +15,10 @@ use volume_health_validation::rules::ConditionIdentity;
 use volume_health_validation::{AdmissionRequest, HealthResource, Operation, Settings, UserInfo};
 
 use volume_health_tests::cluster::{Cluster, User};
+
+/// How many old objects were written straight into etcd, the API refusing them: a run's count
+/// shows that ratcheting of stored invalid values was exercised.
+pub(crate) static STORED_IN_ETCD: AtomicUsize = AtomicUsize::new(0);
 
 /// Waits for the apiserver's cache: up to 10 s, in steps of 100 ms.
 const POLLS: u32 = 100;
@@ -385,6 +390,7 @@ impl Replay {
             format!("/registry/{}/{name}", self.plural())
         };
         cluster.etcd_put(&key, &object).await?;
+        STORED_IN_ETCD.fetch_add(1, Ordering::Relaxed);
         let path = self.path(ns, Some(name), "");
         for _ in 0..POLLS {
             let (_, served) = cluster.api.send(Method::GET, &path, None, None).await?;
