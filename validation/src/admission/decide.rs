@@ -1,19 +1,17 @@
 //! The decisions for one admission request: node restriction, then field validation, and the
 //! drop-on-save decision, over the views of its objects. They read the request itself.
 
-use std::collections::HashSet;
-
 use super::AdmissionRequest;
 use super::drop_on_save::DropOnSave;
 use super::settings::Settings;
 use super::verdict::{Forbidden, Invalid, Verdict};
-use crate::decode::{
-    ClaimView, CsiNodeView, DecodeError, NameView, PodView, RawList, Slot, Walk, hash128,
-};
+use crate::decode::{ClaimView, CsiNodeView, DecodeError, PodView, Slot};
 use crate::field::Errors;
 use crate::resource::{HealthResource, Operation};
 use crate::restriction::{Written, check_restrictions};
-use crate::rules::{check_pod_volume_health, check_storage_health, check_volume_health_status};
+use crate::rules::{
+    NameSet, check_pod_volume_health, check_storage_health, check_volume_health_status,
+};
 
 /// Whether the rules of this project cover a subresource: the object itself or `status`.
 /// Others (`pods/eviction`, `pods/binding`, ...) carry other kinds and are allowed unchanged.
@@ -181,35 +179,5 @@ impl AdmissionRequest<'_> {
             return Ok(None);
         }
         Ok((!old.gated_in_use()?).then(|| DropOnSave::new(resource)))
-    }
-}
-
-/// The names of `spec.volumes`, hashed into a set the first time one is looked
-/// up: a linear pass, then one lookup per name.
-#[derive(Default)]
-struct NameSet(std::cell::OnceCell<HashSet<u128>>);
-
-impl NameSet {
-    fn contains(&self, list: Option<&RawList<'_, NameView<'_>>>, name: &str) -> bool {
-        // A few names, as a pod or a node has, are compared rather than hashed.
-        if let Some(names) = list.map_or(Some(&[][..]), RawList::held) {
-            if names.len() <= 16 {
-                return names.iter().any(|item| item.name.as_deref() == Some(name));
-            }
-        }
-        self.0
-            .get_or_init(|| {
-                let mut names = HashSet::new();
-                if let Some(list) = list {
-                    list.walk(|_, item| {
-                        if let Some(name) = &item.name {
-                            names.insert(hash128(&**name));
-                        }
-                        Walk::Next
-                    });
-                }
-                names
-            })
-            .contains(&hash128(name))
     }
 }

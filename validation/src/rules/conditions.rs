@@ -2,17 +2,16 @@
 //! `status.volumeHealth[i].healthConditions`) and storage conditions (CSINode
 //! `status.storageHealth[i].healthConditions`).
 //!
-//! Each function names the upstream code it follows: `validation.go` is
-//! `pkg/apis/core/validation/validation.go`, `zz_generated` is
+//! Each block names the upstream code it follows, and each check the tag or function:
+//! `validation.go` is `pkg/apis/core/validation/validation.go`, `zz_generated` is
 //! `pkg/apis/core/v1/zz_generated.validations.go` (generated from the `+k8s:` tags of
 //! `k8s.io/api/core/v1/types.go`), `storage/validation.go` is
 //! `pkg/apis/storage/validation/validation.go`, all of Kubernetes v1.37.2.
 
-use std::borrow::Cow;
-
 use super::names::{CONDITION_REASON_DETAIL, is_condition_reason};
-use crate::decode::{RawList, StorageConditionView, VolumeConditionView, Walk, same_list};
-use crate::field::{ErrorKind, Errors, FieldPath, LengthUnit};
+use super::validate::{Checks, Keyed, List, changed, each, each_slice_val, unchanged_list};
+use crate::decode::{StorageConditionView, VolumeConditionView};
+use crate::field::{ErrorKind, Errors, FieldPath};
 use crate::render;
 
 /// Most conditions one health entry may carry.
@@ -41,297 +40,145 @@ pub const ACCESS_MODES: &[&str] = &[
 /// them (not sorted).
 pub const VOLUME_MODES: &[&str] = &["Filesystem", "Block"];
 
-/// A `healthConditions` list as read: `None` when absent or `null`. The rules treat it as empty,
-/// and an old list that is not there as an empty old list: apimachinery's ratcheting gives the
-/// same answers for both.
-pub(crate) type Conditions<'l, 'a, C> = Option<&'l RawList<'a, C>>;
+/// `+k8s:listMapKey=status`, `+k8s:listMapKey=reason` on `healthConditions`.
+impl Keyed for VolumeConditionView<'_> {
+    type Key<'k>
+        = (&'k str, &'k str)
+    where
+        Self: 'k;
 
-fn count<C>(list: Conditions<'_, '_, C>) -> usize {
-    list.map_or(0, RawList::len)
+    fn key(&self) -> (&str, &str) {
+        (&self.status, &self.reason)
+    }
 }
 
-/// The items of a list of at most [`MAX_HEALTH_CONDITIONS`] (held: see [`RawList`]).
-fn short_items<'l, C>(list: Conditions<'l, '_, C>) -> &'l [C] {
-    list.and_then(RawList::held).unwrap_or_default()
+/// This project's condition identity ([`ConditionIdentity`](crate::rules::ConditionIdentity)):
+/// (status, reason, accessMode, volumeMode), as the kubelet tells conditions apart.
+impl Keyed for StorageConditionView<'_> {
+    type Key<'k>
+        = (&'k str, &'k str, Option<&'k str>, Option<&'k str>)
+    where
+        Self: 'k;
+
+    fn key(&self) -> Self::Key<'_> {
+        let (access, volume) = (self.access_mode.as_deref(), self.volume_mode.as_deref());
+        (&self.status, &self.reason, access, volume)
+    }
 }
 
-fn same_key(a: &VolumeConditionView<'_>, b: &VolumeConditionView<'_>) -> bool {
-    a.status == b.status && a.reason == b.reason
-}
-
-/// `validateVolumeHealthConditions` (validation.go, handwritten): the reason format of every
-/// condition, whatever the list's length; never ratcheted.
+/// `validateVolumeHealthConditions` (validation.go, handwritten, never ratcheted): the reason
+/// format of every condition, whatever the list's length.
 pub(crate) fn check_volume_reasons(
     path: &FieldPath<'_>,
-    list: Conditions<'_, '_, VolumeConditionView<'_>>,
+    list: List<'_, '_, VolumeConditionView<'_>>,
     errors: &mut Errors,
 ) {
-    let Some(list) = list else { return };
-    list.walk(|i, condition| {
-        check_reason_format(&path.index(i), &condition.reason, errors);
-        Walk::Next
+    let mut hv = Checks::handwritten(errors);
+    each(path, list, |item, condition| {
+        reason_format(&mut hv, item, &condition.reason); // IsValidConditionReason
     });
 }
 
-/// `metav1validation.IsValidConditionReason` for a non-empty reason.
-fn check_reason_format(condition: &FieldPath<'_>, reason: &str, errors: &mut Errors) {
+/// `metav1validation.IsValidConditionReason` of a non-empty reason: Invalid with its detail.
+fn reason_format(checks: &mut Checks<'_>, condition: &FieldPath<'_>, reason: &str) {
     if !reason.is_empty() && !is_condition_reason(reason) {
-        errors.handwritten(
+        let value = reason.to_owned();
+        let detail = CONDITION_REASON_DETAIL;
+        checks.report(
             &condition.child("reason"),
-            ErrorKind::Invalid {
-                value: reason.to_owned(),
-                detail: CONDITION_REASON_DETAIL,
-            },
+            ErrorKind::Invalid { value, detail },
         );
     }
 }
 
-/// The declarative checks of a volume `healthConditions` list (zz_generated:
-/// `Validate_VolumeHealthStatus` and `Validate_PodVolumeHealth`, field `HealthConditions`), with
-/// `old` the list it is matched to in the old object.
-///
-/// An unchanged list is not checked. Over [`MAX_HEALTH_CONDITIONS`]: TooMany and nothing else
-/// (`MaxItems(...).MarkShortCircuit()`). Then every later item whose (status, reason) repeats an
-/// earlier one's is a Duplicate (`ValSliceUnique`), before any item's own errors. Each item is
-/// matched to the first old item with its (status, reason) (`EachValSliceVal`): an equal one is
-/// not checked, and in a changed one only the fields that changed are, so status and reason, the
-/// key, never are.
+/// A volume `healthConditions` list's tags (zz_generated: `Validate_VolumeHealthStatus` and
+/// `Validate_PodVolumeHealth`, field `HealthConditions`), `old` the list it is matched to in
+/// the old object. The list's errors come before its items' errors.
 pub(crate) fn check_volume_conditions<'a>(
     path: &FieldPath<'_>,
-    new: Conditions<'_, 'a, VolumeConditionView<'a>>,
-    old: Conditions<'_, 'a, VolumeConditionView<'a>>,
+    new: List<'_, 'a, VolumeConditionView<'a>>,
+    old: List<'_, 'a, VolumeConditionView<'a>>,
     errors: &mut Errors,
 ) {
-    if same_list(new, old) {
-        return;
+    let mut dv = Checks::declarative(errors);
+    if unchanged_list(new, old) {
+        return; // ratcheting: an unchanged list is not checked
     }
-    let len = count(new);
-    if len > MAX_HEALTH_CONDITIONS {
-        errors.declarative(
-            path,
-            ErrorKind::TooMany {
-                count: len,
-                max: MAX_HEALTH_CONDITIONS,
-            },
-        );
-        return;
+    if !dv.max_items(path, new, MAX_HEALTH_CONDITIONS) {
+        return; // +k8s:maxItems=16, MarkShortCircuit
     }
-    let items = short_items(new);
-    for (i, condition) in items.iter().enumerate() {
-        if items[..i]
-            .iter()
-            .any(|earlier| same_key(earlier, condition))
-        {
-            errors.declarative(
-                &path.index(i),
-                ErrorKind::Duplicate {
-                    rendered: render::volume_condition(condition),
-                },
-            );
-        }
-    }
-    for (i, condition) in items.iter().enumerate() {
-        let old = old.and_then(|old| first(old, |o| same_key(o, condition)));
-        if old.as_deref() == Some(condition) {
-            continue;
-        }
-        check_volume_condition(&path.index(i), condition, old.as_deref(), errors);
-    }
+    dv.unique(path, new, render::volume_condition); // +k8s:listType=map
+    each_slice_val(path, new, old, |item, condition, old| {
+        volume_condition(&mut dv, item, condition, old); // +k8s:listMapKey=status, reason
+    });
 }
 
-/// `Validate_VolumeHealthCondition` (zz_generated) of one item, `old` the item it is matched to.
-fn check_volume_condition(
+/// `Validate_VolumeHealthCondition` (zz_generated) of one item, each field ratcheted against
+/// `old`, the old item with its key: status and reason, the key, are then unchanged.
+fn volume_condition(
+    dv: &mut Checks<'_>,
     path: &FieldPath<'_>,
     condition: &VolumeConditionView<'_>,
     old: Option<&VolumeConditionView<'_>>,
-    errors: &mut Errors,
 ) {
-    if old.is_none() {
-        let status = path.child("status");
-        if condition.status.is_empty() {
-            errors.declarative(&status, ErrorKind::Required);
-        } else {
-            check_supported(
-                &status,
-                &condition.status,
-                VOLUME_HEALTH_STATUSES,
-                Errors::declarative,
-                errors,
-            );
-        }
-        let reason = path.child("reason");
-        if condition.reason.is_empty() {
-            errors.declarative(&reason, ErrorKind::Required);
-        } else {
-            check_bytes(
-                &reason,
-                &condition.reason,
-                MAX_VOLUME_REASON_BYTES,
-                Errors::declarative,
-                errors,
-            );
-        }
-    }
+    let (status, reason) = (&*condition.status, &*condition.reason);
     let message = condition.message.as_deref().unwrap_or_default();
-    let unchanged = old.is_some_and(|old| old.message.as_deref().unwrap_or_default() == message);
-    if !unchanged {
-        check_bytes(
-            &path.child("message"),
-            message,
-            MAX_VOLUME_MESSAGE_BYTES,
-            Errors::declarative,
-            errors,
-        );
-    }
-}
-
-/// The first item of `list` that `wanted` accepts: borrowed from a held list, decoded from a
-/// longer one (an old list may be longer than a new one may be).
-fn first<'l, 'a, C: Clone + serde::Deserialize<'a> + crate::decode::Fingerprinted>(
-    list: &'l RawList<'a, C>,
-    wanted: impl Fn(&C) -> bool,
-) -> Option<Cow<'l, C>> {
-    if let Some(items) = list.held() {
-        return items.iter().find(|item| wanted(item)).map(Cow::Borrowed);
-    }
-    let mut found = None;
-    list.walk(|_, item| {
-        if wanted(item) {
-            found = Some(Cow::Owned(item.clone()));
-            Walk::Stop
-        } else {
-            Walk::Next
+    let old_message = old.map(|old| old.message.as_deref().unwrap_or_default());
+    // status: +k8s:required, +k8s:enum
+    if changed(status, old.map(|old| &*old.status)) {
+        let path = path.child("status");
+        if dv.required_value(&path, status) {
+            dv.enum_value(&path, status, VOLUME_HEALTH_STATUSES);
         }
-    });
-    found
+    }
+    // reason: +k8s:required, +k8s:maxBytes=256
+    if changed(reason, old.map(|old| &*old.reason)) {
+        let path = path.child("reason");
+        if dv.required_value(&path, reason) {
+            dv.max_bytes(&path, reason, MAX_VOLUME_REASON_BYTES);
+        }
+    }
+    // message: +k8s:optional, +k8s:maxBytes=1024
+    if changed(message, old_message) {
+        dv.max_bytes(&path.child("message"), message, MAX_VOLUME_MESSAGE_BYTES);
+    }
 }
 
-/// `validateStorageHealthCondition` (storage/validation.go, handwritten, never ratcheted): every
-/// field in order. An empty status is NotSupported, like any other value outside the set.
+/// `validateStorageHealthCondition` (storage/validation.go, handwritten, never ratcheted):
+/// every field in order. Upstream's optional fields are pointers: set means checked, even
+/// when set to "".
 pub(crate) fn check_storage_condition(
+    hv: &mut Checks<'_>,
     path: &FieldPath<'_>,
     condition: &StorageConditionView<'_>,
-    errors: &mut Errors,
 ) {
-    let handwritten = Errors::handwritten;
-    check_supported(
-        &path.child("status"),
-        &condition.status,
-        STORAGE_HEALTH_STATUSES,
-        handwritten,
-        errors,
-    );
-    let reason = path.child("reason");
-    if condition.reason.is_empty() {
-        errors.handwritten(&reason, ErrorKind::Required);
-    } else {
-        check_reason_format(path, &condition.reason, errors);
-        check_bytes(
-            &reason,
-            &condition.reason,
-            MAX_STORAGE_REASON_BYTES,
-            handwritten,
-            errors,
-        );
+    let (status, reason) = (&*condition.status, &*condition.reason);
+    // status: sets.List of the supported ones, "" among the unsupported
+    hv.enum_value(&path.child("status"), status, STORAGE_HEALTH_STATUSES);
+    // reason: field.Required, IsValidConditionReason, field.TooLong
+    let reason_path = path.child("reason");
+    if hv.required_value(&reason_path, reason) {
+        reason_format(hv, path, reason);
+        hv.max_bytes(&reason_path, reason, MAX_STORAGE_REASON_BYTES);
     }
     if let Some(message) = &condition.message {
-        check_bytes(
-            &path.child("message"),
-            message,
-            MAX_STORAGE_MESSAGE_BYTES,
-            handwritten,
-            errors,
-        );
+        hv.max_bytes(&path.child("message"), message, MAX_STORAGE_MESSAGE_BYTES);
     }
-    // Pointers upstream: set means checked, even when set to "".
     if let Some(mode) = &condition.access_mode {
-        check_supported(
-            &path.child("accessMode"),
-            mode,
-            ACCESS_MODES,
-            handwritten,
-            errors,
-        );
+        hv.enum_value(&path.child("accessMode"), mode, ACCESS_MODES);
     }
     if let Some(mode) = &condition.volume_mode {
-        check_supported(
-            &path.child("volumeMode"),
-            mode,
-            VOLUME_MODES,
-            handwritten,
-            errors,
-        );
+        hv.enum_value(&path.child("volumeMode"), mode, VOLUME_MODES);
     }
 }
 
-/// This project's own rule ([`ConditionIdentity`](crate::rules::ConditionIdentity); in-tree has none, the list is `+listType=atomic`): within
-/// one driver's conditions, a later condition with the same (status, reason, accessMode,
-/// volumeMode) as an earlier one is a Duplicate, its value the whole condition.
+/// This project's own rule ([`ConditionIdentity`](crate::rules::ConditionIdentity); in-tree has
+/// none, the list is `+listType=atomic`): within one driver's conditions, a later condition
+/// with the identity of an earlier one is a Duplicate, its value the whole condition.
 pub(crate) fn check_storage_identities(
     path: &FieldPath<'_>,
-    conditions: Conditions<'_, '_, StorageConditionView<'_>>,
+    conditions: List<'_, '_, StorageConditionView<'_>>,
     errors: &mut Errors,
 ) {
-    let same_identity = |a: &StorageConditionView<'_>, b: &StorageConditionView<'_>| {
-        a.status == b.status
-            && a.reason == b.reason
-            && a.access_mode == b.access_mode
-            && a.volume_mode == b.volume_mode
-    };
-    let items = short_items(conditions);
-    for (i, condition) in items.iter().enumerate() {
-        if items[..i]
-            .iter()
-            .any(|earlier| same_identity(earlier, condition))
-        {
-            errors.own(
-                &path.index(i),
-                ErrorKind::Duplicate {
-                    rendered: render::storage_condition(condition),
-                },
-            );
-        }
-    }
-}
-
-type Record = fn(&mut Errors, &FieldPath<'_>, ErrorKind);
-
-/// NotSupported outside `supported`.
-fn check_supported(
-    path: &FieldPath<'_>,
-    value: &str,
-    supported: &'static [&'static str],
-    record: Record,
-    errors: &mut Errors,
-) {
-    if !supported.contains(&value) {
-        record(
-            errors,
-            path,
-            ErrorKind::NotSupported {
-                value: value.to_owned(),
-                supported,
-            },
-        );
-    }
-}
-
-/// TooLong over `max` bytes (Go's `len`).
-pub(crate) fn check_bytes(
-    path: &FieldPath<'_>,
-    value: &str,
-    max: usize,
-    record: Record,
-    errors: &mut Errors,
-) {
-    if value.len() > max {
-        record(
-            errors,
-            path,
-            ErrorKind::TooLong {
-                max,
-                unit: LengthUnit::Bytes,
-            },
-        );
-    }
+    Checks::own(errors).unique(path, conditions, render::storage_condition);
 }

@@ -7,12 +7,10 @@
 
 use k8s_openapi::api::storage::v1::{CSINode, StorageHealth};
 
-use super::conditions::{
-    MAX_HEALTH_CONDITIONS, check_bytes, check_storage_condition, check_storage_identities,
-};
-use super::entries::{OldEntries, walk_names};
+use super::conditions::{MAX_HEALTH_CONDITIONS, check_storage_condition, check_storage_identities};
 use super::names::{CSI_DRIVER_NAME_MAX_LEN, dns1123_subdomain_errors, go_to_lower};
-use crate::decode::{RawList, StorageHealthView, Walk, same_list, typed_storage_health};
+use super::validate::{Checks, Keyed, List, each, each_seen, each_slice_val, len};
+use crate::decode::{StorageHealthView, typed_storage_health};
 use crate::field::{ErrorKind, ErrorList, Errors, FieldPath, GoQuoted};
 
 /// Whether two conditions of one driver may share (status, reason, accessMode, volumeMode): this
@@ -68,93 +66,73 @@ pub fn validate_storage_health(
     errors.into_list()
 }
 
+/// The names of `status.storageHealth`, which its handwritten check keeps in a `seen` set.
+impl Keyed for StorageHealthView<'_> {
+    type Key<'k>
+        = &'k str
+    where
+        Self: 'k;
+
+    fn key(&self) -> &str {
+        &self.name
+    }
+}
+
+/// `status.storageHealth` of a csinodes/status write: upstream's handwritten checks
+/// (`ValidateCSINodeStatusUpdate`), one pass in field order, then this project's own rule.
 pub(crate) fn check_storage_health<'a>(
-    new: Option<&RawList<'a, StorageHealthView<'a>>>,
-    old: Option<&RawList<'a, StorageHealthView<'a>>>,
+    new: List<'_, 'a, StorageHealthView<'a>>,
+    old: List<'_, 'a, StorageHealthView<'a>>,
     identity: ConditionIdentity,
     errors: &mut Errors,
 ) {
     let Some(new) = new else { return };
     let status = FieldPath::root("status");
-    let list = status.child("storageHealth");
-    // ValidateCSINodeStatusUpdate: a name seen before, then the entry itself.
-    walk_names(new, |i, entry, first| {
-        let item = list.index(i);
-        if !first {
-            errors.handwritten(
-                &item,
-                ErrorKind::Duplicate {
-                    rendered: GoQuoted(&entry.name).to_string(),
-                },
-            );
+    let path = status.child("storageHealth");
+    let mut hv = Checks::handwritten(errors);
+    each_seen(&path, new, |item, entry, seen| {
+        if seen {
+            let rendered = GoQuoted(&entry.name).to_string();
+            hv.report(item, ErrorKind::Duplicate { rendered }); // field.Duplicate
         }
-        check_entry(&item, entry, errors);
+        storage_health_entry(&mut hv, item, entry); // validateStorageHealth
     });
     if identity == ConditionIdentity::InTree {
         return;
     }
-    let old = OldEntries::new(new, old);
-    new.walk(|i, entry| {
+    // ConditionIdentity, ratcheted per entry: an entry equal to the old entry of its name is
+    // skipped. One condition cannot repeat another; over the limit the entry has its TooMany.
+    each_slice_val(&path, Some(new), old, |item, entry, _| {
         let conditions = entry.health_conditions.as_ref();
-        // One condition cannot repeat another; over the limit the entry has its TooMany.
-        if !(2..=MAX_HEALTH_CONDITIONS).contains(&conditions.map_or(0, RawList::len)) {
-            return Walk::Next;
-        }
-        let unchanged = old
-            .conditions(&entry.name)
-            .is_some_and(|old| same_list(conditions, old));
-        if !unchanged {
-            let item = list.index(i);
+        if (2..=MAX_HEALTH_CONDITIONS).contains(&len(conditions)) {
             check_storage_identities(&item.child("healthConditions"), conditions, errors);
         }
-        Walk::Next
     });
 }
 
 /// `validateStorageHealth`: the name as `ValidateCSIDriverName` checks `spec.drivers[*].name`
-/// (TooLong before Invalid; the Invalid value is the name as written), then the conditions,
-/// of which more than [`MAX_HEALTH_CONDITIONS`] get TooMany and nothing more.
-fn check_entry(item: &FieldPath<'_>, entry: &StorageHealthView<'_>, errors: &mut Errors) {
-    let name = &*entry.name;
-    let name_path = item.child("name");
-    if name.is_empty() {
-        errors.handwritten(&name_path, ErrorKind::Required);
-    } else {
-        check_bytes(
-            &name_path,
-            name,
-            CSI_DRIVER_NAME_MAX_LEN,
-            Errors::handwritten,
-            errors,
-        );
-        for detail in dns1123_subdomain_errors(&go_to_lower(name)) {
-            errors.handwritten(
-                &name_path,
-                ErrorKind::Invalid {
-                    value: name.to_owned(),
-                    detail,
-                },
-            );
-        }
+/// (TooLong before Invalid; the Invalid value is the name as written), then the conditions.
+fn storage_health_entry(hv: &mut Checks<'_>, path: &FieldPath<'_>, entry: &StorageHealthView<'_>) {
+    let (name_path, name) = (path.child("name"), &*entry.name);
+    if hv.required_value(&name_path, name) {
+        hv.max_bytes(&name_path, name, CSI_DRIVER_NAME_MAX_LEN); // ValidateCSIDriverName
+        dns1123_subdomain(hv, &name_path, name); // IsDNS1123Subdomain(ToLower(name))
     }
-    let Some(conditions) = &entry.health_conditions else {
-        return;
-    };
-    let path = item.child("healthConditions");
-    if conditions.len() > MAX_HEALTH_CONDITIONS {
-        errors.handwritten(
-            &path,
-            ErrorKind::TooMany {
-                count: conditions.len(),
-                max: MAX_HEALTH_CONDITIONS,
-            },
-        );
-        return;
+    let path = path.child("healthConditions");
+    let conditions = entry.health_conditions.as_ref();
+    if hv.max_items(&path, conditions, MAX_HEALTH_CONDITIONS) {
+        each(&path, conditions, |item, condition| {
+            check_storage_condition(hv, item, condition); // validateStorageHealthCondition
+        });
     }
-    conditions.walk(|j, condition| {
-        check_storage_condition(&path.index(j), condition, errors);
-        Walk::Next
-    });
+}
+
+/// `IsDNS1123Subdomain` of the lower-cased name: Invalid, with the name as written, per detail.
+fn dns1123_subdomain(hv: &mut Checks<'_>, path: &FieldPath<'_>, name: &str) {
+    for detail in dns1123_subdomain_errors(&go_to_lower(name)) {
+        let value = name.to_owned();
+        hv.report(path, ErrorKind::Invalid { value, detail });
+    }
 }
 
 fn storage_health(node: Option<&CSINode>) -> Option<&[StorageHealth]> {

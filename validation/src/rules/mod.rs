@@ -16,13 +16,18 @@
 //! On update the rules ratchet as upstream does: what is unchanged from the stored object is
 //! not checked again. Errors come in Kubernetes order: handwritten checks, then declarative
 //! ones, then this project's rule.
+//!
+//! The rules read as upstream's tags: one block per field, one line per check, over the
+//! combinators of `validate.rs` (`max_items`, `unique`, `each_slice_val`, `required_value`,
+//! `enum_value`, `max_bytes`, after upstream's `validate` package). Only `validate.rs` knows
+//! how a list is kept, held or walked from its text.
 
 mod conditions;
 mod csinode;
-mod entries;
 pub(crate) mod names;
 mod pod;
 mod pvc;
+mod validate;
 
 pub use conditions::{
     ACCESS_MODES, MAX_HEALTH_CONDITIONS, MAX_STORAGE_MESSAGE_BYTES, MAX_STORAGE_REASON_BYTES,
@@ -36,3 +41,4 @@ pub use pvc::{validate_pvc, validate_volume_health_status};
 pub(crate) use csinode::check_storage_health;
 pub(crate) use pod::check_pod_volume_health;
 pub(crate) use pvc::check_volume_health_status;
+pub(crate) use validate::NameSet;

@@ -5,8 +5,8 @@ use std::collections::HashSet;
 use k8s_openapi::api::core::v1::{Pod, PodVolumeHealth};
 
 use super::conditions::{check_volume_conditions, check_volume_reasons};
-use super::entries::{OldEntries, walk_names};
-use crate::decode::{PodVolumeHealthView, RawList, Walk, same_list, typed_pod_volume_health};
+use super::validate::{Checks, Keyed, List, each, each_slice_val, unchanged_list};
+use crate::decode::{PodVolumeHealthView, VolumeConditionView, typed_pod_volume_health};
 use crate::field::{ErrorKind, ErrorList, Errors, FieldPath};
 use crate::render;
 
@@ -41,68 +41,72 @@ pub fn validate_pod_volume_health(
     errors.into_list()
 }
 
+/// `+k8s:listType=map`, `+k8s:listMapKey=name` on `status.volumeHealth`.
+impl Keyed for PodVolumeHealthView<'_> {
+    type Key<'k>
+        = &'k str
+    where
+        Self: 'k;
+
+    fn key(&self) -> &str {
+        &self.name
+    }
+}
+
 /// `status.volumeHealth` of a pods/status write: upstream's handwritten checks
 /// (`validatePodVolumeHealth`, pkg/apis/core/validation/validation.go), then its declarative ones
 /// (`Validate_PodStatus` and `Validate_PodVolumeHealth`, pkg/apis/core/v1/zz_generated.validations.go).
 pub(crate) fn check_pod_volume_health<'a>(
-    new: Option<&RawList<'a, PodVolumeHealthView<'a>>>,
-    old: Option<&RawList<'a, PodVolumeHealthView<'a>>>,
+    new: List<'_, 'a, PodVolumeHealthView<'a>>,
+    old: List<'_, 'a, PodVolumeHealthView<'a>>,
     volume_exists: impl Fn(&str) -> bool,
     errors: &mut Errors,
 ) {
-    let Some(new) = new else { return };
     let status = FieldPath::root("status");
-    let list = status.child("volumeHealth");
-    // Handwritten, never ratcheted: each entry's name, then its conditions' reasons.
-    new.walk(|i, entry| {
-        let item = list.index(i);
-        if !entry.name.is_empty() && !volume_exists(&entry.name) {
-            errors.handwritten(
-                &item.child("name"),
-                ErrorKind::NotFound {
-                    value: entry.name.to_string(),
-                },
-            );
-        }
-        check_volume_reasons(
-            &item.child("healthConditions"),
-            entry.health_conditions.as_ref(),
-            errors,
-        );
-        Walk::Next
+    let path = status.child("volumeHealth");
+    // validatePodVolumeHealth: handwritten, never ratcheted.
+    each(&path, new, |item, entry| {
+        let mut hv = Checks::handwritten(errors);
+        volume_in_spec(&mut hv, &item.child("name"), &entry.name, &volume_exists);
+        let conditions = entry.health_conditions.as_ref();
+        check_volume_reasons(&item.child("healthConditions"), conditions, errors);
     });
-    // Declarative: an unchanged list is not checked; the list's Duplicates come before its
-    // entries' errors.
-    if same_list(Some(new), old) {
-        return;
+    // Validate_PodStatus, field VolumeHealth: the list's Duplicates before its entries' errors.
+    if unchanged_list(new, old) {
+        return; // ratcheting: an unchanged list is not checked
     }
-    walk_names(new, |i, entry, first| {
-        if !first {
-            errors.declarative(
-                &list.index(i),
-                ErrorKind::Duplicate {
-                    rendered: render::pod_volume_health(entry),
-                },
-            );
-        }
+    Checks::declarative(errors).unique(&path, new, render::pod_volume_health); // +k8s:listType=map
+    each_slice_val(&path, new, old, |item, entry, old| {
+        pod_volume_health(item, entry, old.map(Option::as_ref), errors); // +k8s:listMapKey=name
     });
-    // Each entry against the old entry of its name: the name, the key, is then unchanged, and
-    // its conditions are checked only when they changed.
-    let old = OldEntries::new(new, old);
-    new.walk(|i, entry| {
-        let item = list.index(i);
-        let old_conditions = old.conditions(&entry.name);
-        if old_conditions.is_none() && entry.name.is_empty() {
-            errors.declarative(&item.child("name"), ErrorKind::Required);
-        }
-        check_volume_conditions(
-            &item.child("healthConditions"),
-            entry.health_conditions.as_ref(),
-            old_conditions.flatten(),
-            errors,
-        );
-        Walk::Next
-    });
+}
+
+/// `validatePodVolumeHealth`: a named volume is an entry of `spec.volumes`, else NotFound.
+fn volume_in_spec(
+    hv: &mut Checks<'_>,
+    path: &FieldPath<'_>,
+    name: &str,
+    volume_exists: impl Fn(&str) -> bool,
+) {
+    if !name.is_empty() && !volume_exists(name) {
+        let value = name.to_owned();
+        hv.report(path, ErrorKind::NotFound { value });
+    }
+}
+
+/// `Validate_PodVolumeHealth` of one entry, `old` the conditions of the old entry of its name
+/// when there is one: the name, the key, is then unchanged.
+fn pod_volume_health<'a>(
+    path: &FieldPath<'_>,
+    entry: &PodVolumeHealthView<'a>,
+    old: Option<List<'_, 'a, VolumeConditionView<'a>>>,
+    errors: &mut Errors,
+) {
+    if old.is_none() {
+        Checks::declarative(errors).required_value(&path.child("name"), &entry.name); // +k8s:required
+    }
+    let (new, old) = (entry.health_conditions.as_ref(), old.flatten());
+    check_volume_conditions(&path.child("healthConditions"), new, old, errors); // the list's tags
 }
 
 fn volume_health(pod: Option<&Pod>) -> Option<&[PodVolumeHealth]> {

@@ -65,9 +65,9 @@ pub(crate) fn check_volume_health_status<'a>(
     let health = status.child("healthStatus");
     let path = health.child("healthConditions");
     let conditions = new.health_conditions.as_ref();
-    check_volume_reasons(&path, conditions, errors);
+    check_volume_reasons(&path, conditions, errors); // validateVolumeHealthStatus
     let old = old.and_then(|old| old.health_conditions.as_ref());
-    check_volume_conditions(&path, conditions, old, errors);
+    check_volume_conditions(&path, conditions, old, errors); // Validate_VolumeHealthStatus
 }
 
 fn health_status(claim: Option<&PersistentVolumeClaim>) -> Option<&VolumeHealthStatus> {
