@@ -22,7 +22,7 @@ COPY examples/health-monitor/Cargo.toml examples/health-monitor/
 # Every target a manifest declares needs a file (tests/tests/dockerfile.rs checks this list).
 RUN for file in validation/src/lib.rs authz/src/lib.rs webhooks/src/lib.rs globalmount/src/lib.rs \
         check/src/lib.rs policies/src/lib.rs tests/src/lib.rs test-kit/src/lib.rs validation/benches/validate.rs \
-        tests/benches/load.rs tests/benches/handlers.rs tests/benches/hop.rs \
+        tests/benches/load.rs tests/benches/handlers.rs tests/benches/hop.rs tests/benches/instructions.rs \
         tests/src/bin/baseline-webhook.rs check/benches/dump.rs \
         webhooks/src/main.rs globalmount/src/bin/csi-globalmount-doctor.rs \
         globalmount/benches/dense_node.rs globalmount/tests/behaviours/main.rs \
