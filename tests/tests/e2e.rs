@@ -26,6 +26,7 @@ use volume_health_validation::rules::ConditionIdentity;
 use e2e_support::{Answer, Replay, generate, table};
 use volume_health_tests::cluster::{Cluster, ClusterOptions, bin_dir};
 use volume_health_tests::phases::Phases;
+use volume_health_tests::seeded;
 
 /// The project's own rules: where its answer differs from in-tree's on purpose. Every
 /// difference the suite finds must be one of these.
@@ -254,18 +255,6 @@ fn shortened(text: &str) -> String {
     }
 }
 
-/// The seed of the generated writes: `VOLUME_HEALTH_E2E_SEED`, or the clock.
-fn seed() -> u64 {
-    std::env::var("VOLUME_HEALTH_E2E_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_secs())
-        })
-}
-
 /// One generated write of the seed, `VOLUME_HEALTH_E2E_WRITE=gen-<index>`, to replay it alone.
 fn only_write() -> Option<usize> {
     let id = std::env::var("VOLUME_HEALTH_E2E_WRITE").ok()?;
@@ -281,7 +270,7 @@ fn only_write() -> Option<usize> {
 /// Seeded generated writes, several in flight at once: every answer is the library's, or
 /// differs by an own rule. A difference prints the seed and the request, to be replayed.
 async fn generated_writes(cluster: Arc<Cluster>) {
-    let seed = seed();
+    let seed = seeded::seed();
     eprintln!("generated writes: seed {seed} (VOLUME_HEALTH_E2E_SEED={seed} replays them)");
     let only = only_write();
     let writes: Vec<(usize, generate::Generated)> = match only {

@@ -20,6 +20,7 @@ use volume_health_tests::cluster::{
     ControlPlane, Identity, REPAIR_ENV, bound_pod, create_namespace,
 };
 use volume_health_tests::phases::Phases;
+use volume_health_tests::seeded::{self, Rng};
 use volume_health_validation::repair::{repair_pvc, repair_storage_health};
 use volume_health_validation::rules::ConditionIdentity;
 
@@ -446,34 +447,15 @@ fn as_stored(value: &Value) -> Value {
     }
 }
 
-/// A small deterministic generator (an LCG), so that a failing write can be replayed from its
-/// seed and round.
-struct Lcg(u64);
-
-impl Lcg {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 = self
-            .0
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        // The high bits are the well-mixed ones.
-        ((self.0 >> 33) % n as u64) as usize
-    }
-
-    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
-        items[self.below(items.len())]
-    }
-
-    /// A message: empty, short, at the limit, over it, or over it in two-byte characters.
-    fn message(&mut self) -> String {
-        match self.below(6) {
-            0 => String::new(),
-            1 => "slow I/O".to_owned(),
-            2 => "m".repeat(1024),
-            3 => "m".repeat(1025),
-            4 => "é".repeat(600),
-            _ => "x".repeat(1500),
-        }
+/// A message: empty, short, at the limit, over it, or over it in two-byte characters.
+fn message(rng: &mut Rng) -> String {
+    match rng.below(6) {
+        0 => String::new(),
+        1 => "slow I/O".to_owned(),
+        2 => "m".repeat(1024),
+        3 => "m".repeat(1025),
+        4 => "é".repeat(600),
+        _ => "x".repeat(1500),
     }
 }
 
@@ -482,16 +464,9 @@ impl Lcg {
 /// CSINodes, whose merge patches replace the whole list; pods are the replay's above and the
 /// library's property test).
 async fn generated(admin: &kube::Client, kubelet: &kube::Client) {
-    let seed: u64 = std::env::var("VOLUME_HEALTH_E2E_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_secs())
-        });
+    let seed = seeded::seed();
     eprintln!("generated reports: seed {seed} (VOLUME_HEALTH_E2E_SEED replays it)");
-    let mut rng = Lcg(seed);
+    let mut rng = Rng::new(seed);
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(admin.clone(), NS);
     let nodes: Api<CSINode> = Api::all(kubelet.clone());
     let (mut repaired, rounds) = (0, 60);
@@ -503,7 +478,7 @@ async fn generated(admin: &kube::Client, kubelet: &kube::Client) {
             .map(|_| {
                 json!({"status": rng.pick(&["Degraded", "DataLoss", "Inaccessible", "Unknown"]),
                     "reason": rng.pick(&["Slow", "Gone", "Slow", "bad reason", "A:B", "9Lives"]),
-                    "message": rng.message()})
+                    "message": message(&mut rng)})
             })
             .collect();
         let stored = claims.get_status("claim").await.unwrap();
@@ -533,7 +508,7 @@ async fn generated(admin: &kube::Client, kubelet: &kube::Client) {
                         let mut condition = json!({
                             "status": rng.pick(&["StorageDegraded", "StorageUnreachable", "Lost"]),
                             "reason": rng.pick(&["PoolFull", "PoolFull", "Pool Gone", "Slow"]),
-                            "message": rng.message()});
+                            "message": message(&mut rng)});
                         let mode = rng.pick(&["", "ReadWriteOnce", "ReadOnlyMany", "Sometimes"]);
                         if !mode.is_empty() {
                             condition["accessMode"] = json!(mode);

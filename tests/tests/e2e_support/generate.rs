@@ -12,40 +12,9 @@ use serde_json::{Value, json};
 use volume_health_validation::rules::ConditionIdentity;
 use volume_health_validation::{HealthResource, Operation};
 
+use volume_health_tests::seeded::Rng;
+
 use super::{Answer, Replay};
-
-/// splitmix64: small, fast and good enough for choosing test values.
-struct Rng(u64);
-
-impl Rng {
-    /// The generator of one write: it depends on the seed and the write's index only, so one
-    /// write reads the same whatever the others are.
-    fn for_write(seed: u64, index: usize) -> Self {
-        let mut rng = Rng(seed ^ (index as u64).wrapping_mul(0xA076_1D64_78BD_642F));
-        rng.next();
-        rng
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn percent(&mut self, p: usize) -> bool {
-        self.below(100) < p
-    }
-
-    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
-        items[self.below(items.len())]
-    }
-}
 
 /// One generated write and what it covers.
 pub(crate) struct Generated {
