@@ -899,13 +899,11 @@ async fn drop_on_save(cluster: &Cluster) {
                 .gated_field_to_drop(false)
                 .unwrap()
                 .map(|drop| drop.pointer());
-            if let Some(pointer) = pointer {
-                let (parent, field) = pointer.rsplit_once('/').unwrap();
-                want.pointer_mut(parent)
-                    .unwrap()
+            if pointer.is_some() {
+                want["status"]
                     .as_object_mut()
                     .unwrap()
-                    .remove(field);
+                    .remove(resource.gated_member());
             }
             let (code, stored) = api
                 .send(
