@@ -43,11 +43,11 @@
 //!     ..Default::default()
 //! });
 //!
-//! let policy = Settings::with_gate(true);
+//! let settings = Settings::with_gate(true);
 //! let verdict = AdmissionRequest::write(Operation::Update, Some(&new), Some(&old))
 //!     .with_subresource("status")
 //!     .with_user(UserInfo::node("node1"))
-//!     .validate(&policy)?;
+//!     .validate(&settings)?;
 //! let Verdict::Invalid(invalid) = &verdict else { panic!("a volume not in spec.volumes") };
 //! assert_eq!(invalid.errors[0].to_string(), r#"status.volumeHealth[0].name: Not found: "logs""#);
 //! assert_eq!(

@@ -1225,7 +1225,7 @@ fn kubelet_csinode_lifecycle_is_allowed() {
         username: "system:node:node1".into(),
         groups: Groups::of(&["system:nodes", "system:authenticated"]),
     };
-    let policy = Settings::with_gate(true);
+    let settings = Settings::with_gate(true);
     for (i, (subresource, operation, new, old)) in steps.into_iter().enumerate() {
         let (new, old) = (raw(new), old.map(raw));
         let request = AdmissionRequest::new(NODE, operation)
@@ -1234,7 +1234,7 @@ fn kubelet_csinode_lifecycle_is_allowed() {
             .with_user(kubelet.clone())
             .with_objects(Some(&new), old.as_deref());
         assert_eq!(
-            request.validate(&policy).unwrap(),
+            request.validate(&settings).unwrap(),
             Verdict::Allowed,
             "step {i}"
         );
@@ -1260,7 +1260,7 @@ fn spec_update_beside_stored_invalid_status_is_allowed() {
         username: "system:admin".into(),
         groups: Groups::of(&["system:masters"]),
     };
-    let policy = Settings::with_gate(true);
+    let settings = Settings::with_gate(true);
     for (resource, new, old) in [
         (PVC, &resized, &stored),
         (POD, &relabelled, &stored_pod),
@@ -1273,7 +1273,7 @@ fn spec_update_beside_stored_invalid_status_is_allowed() {
                 .with_name("x")
                 .with_user(admin.clone())
                 .with_objects(Some(&new), Some(&old));
-            let verdict = request.validate(&policy).unwrap();
+            let verdict = request.validate(&settings).unwrap();
             assert_eq!(
                 verdict == Verdict::Allowed,
                 allowed,

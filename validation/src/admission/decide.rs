@@ -33,7 +33,7 @@ impl AdmissionRequest<'_> {
     pub(super) fn validate_health(
         &self,
         resource: HealthResource,
-        policy: &Settings,
+        settings: &Settings,
     ) -> Result<Verdict, DecodeError> {
         if !covered(self.subresource()) || self.operation == Operation::Connect {
             return Ok(Verdict::Allowed);
@@ -49,14 +49,14 @@ impl AdmissionRequest<'_> {
                     old_pod_node_name: old_node,
                     health_status_changed: false,
                 };
-                if let Some(denied) = self.restrict(resource, &written, policy) {
+                if let Some(denied) = self.restrict(resource, &written, settings) {
                     return Ok(denied);
                 }
                 let Some(new) = new.filter(|_| validates_fields(self.subresource())) else {
                     return Ok(Verdict::Allowed);
                 };
                 let volumes = NameSet::default();
-                let mut errors = policy.errors();
+                let mut errors = settings.errors();
                 check_pod_volume_health(
                     new.volume_health(),
                     old.and_then(PodView::volume_health),
@@ -76,13 +76,13 @@ impl AdmissionRequest<'_> {
                     old_pod_node_name: None,
                     health_status_changed: changed,
                 };
-                if let Some(denied) = self.restrict(resource, &written, policy) {
+                if let Some(denied) = self.restrict(resource, &written, settings) {
                     return Ok(denied);
                 }
                 if !validates_fields(self.subresource()) {
                     return Ok(Verdict::Allowed);
                 }
-                let mut errors = policy.errors();
+                let mut errors = settings.errors();
                 check_volume_health_status(new_health, old_health, &mut errors);
                 Ok(self.invalid_or_allowed(resource, object_name, errors))
             }
@@ -94,17 +94,17 @@ impl AdmissionRequest<'_> {
                     old_pod_node_name: None,
                     health_status_changed: false,
                 };
-                if let Some(denied) = self.restrict(resource, &written, policy) {
+                if let Some(denied) = self.restrict(resource, &written, settings) {
                     return Ok(denied);
                 }
                 let Some(new) = new.filter(|_| validates_fields(self.subresource())) else {
                     return Ok(Verdict::Allowed);
                 };
-                let mut errors = policy.errors();
+                let mut errors = settings.errors();
                 check_storage_health(
                     new.storage_health(),
                     old.and_then(CsiNodeView::storage_health),
-                    policy.storage_condition_identity,
+                    settings.storage_condition_identity,
                     &mut errors,
                 );
                 Ok(self.invalid_or_allowed(resource, object_name, errors))
@@ -117,9 +117,9 @@ impl AdmissionRequest<'_> {
         &self,
         resource: HealthResource,
         written: &Written<'_>,
-        policy: &Settings,
+        settings: &Settings,
     ) -> Option<Verdict> {
-        let reason = check_restrictions(self, resource, written, &policy.restriction).err()?;
+        let reason = check_restrictions(self, resource, written, &settings.restriction).err()?;
         let name = self.name();
         Some(Verdict::Forbidden(Forbidden {
             resource,

@@ -44,8 +44,8 @@ const KIND: &str = "AdmissionReview";
 ///     "oldObject": {"metadata": {"name": "web-0"}, "spec": {"nodeName": "node1"}}
 ///   }}"#;
 /// let request = AdmissionReview::parse(body)?.request;
-/// let policy = Settings::with_gate(true);
-/// let Verdict::Invalid(invalid) = request.validate(&policy)? else {
+/// let settings = Settings::with_gate(true);
+/// let Verdict::Invalid(invalid) = request.validate(&settings)? else {
 ///     panic!("a volume that is not in spec.volumes");
 /// };
 /// assert_eq!(invalid.errors[0].to_string(), r#"status.volumeHealth[0].name: Not found: "logs""#);
