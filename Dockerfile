@@ -10,6 +10,7 @@ WORKDIR /src
 # Dependencies first, in a layer of their own: the manifests and the lock file with empty
 # sources, so that a change to the sources rebuilds only the workspace's own crates.
 COPY Cargo.toml Cargo.lock ./
+COPY error-line/Cargo.toml error-line/
 COPY validation/Cargo.toml validation/
 COPY authz/Cargo.toml authz/
 COPY webhooks/Cargo.toml webhooks/
@@ -20,7 +21,7 @@ COPY tests/Cargo.toml tests/
 COPY test-kit/Cargo.toml test-kit/
 COPY examples/health-monitor/Cargo.toml examples/health-monitor/
 # Every target a manifest declares needs a file (tests/tests/dockerfile.rs checks this list).
-RUN for file in validation/src/lib.rs authz/src/lib.rs webhooks/src/lib.rs globalmount/src/lib.rs \
+RUN for file in error-line/src/lib.rs validation/src/lib.rs authz/src/lib.rs webhooks/src/lib.rs globalmount/src/lib.rs \
         check/src/lib.rs policies/src/lib.rs tests/src/lib.rs test-kit/src/lib.rs validation/benches/validate.rs \
         tests/benches/load.rs tests/benches/handlers.rs tests/benches/hop.rs tests/benches/instructions.rs \
         tests/src/bin/baseline-webhook.rs check/benches/dump.rs \
@@ -34,7 +35,7 @@ RUN for file in validation/src/lib.rs authz/src/lib.rs webhooks/src/lib.rs globa
 # Then the sources. Their files may be older than the stubs just built, so touch them for
 # cargo to see the change.
 COPY . .
-RUN find validation authz webhooks globalmount check policies tests test-kit -name '*.rs' -exec touch {} + \
+RUN find error-line validation authz webhooks globalmount check policies tests test-kit -name '*.rs' -exec touch {} + \
  && cargo build --release --locked -p volume-health-webhooks -p csi-globalmount \
  && mkdir /out \
  && cp target/release/volume-health-webhook target/release/csi-globalmount-doctor /out/

@@ -12,7 +12,6 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use thiserror::Error;
 
-use crate::error_chain;
 use crate::fs::{EntryKind, NodeFs};
 use crate::layout::{
     BLOCK_DATA_DIR, BLOCK_DEV_DIR, BLOCK_PUBLISH_DIR, BLOCK_STAGING_DIR, GLOBAL_MOUNT_DIR,
@@ -265,8 +264,13 @@ fn load_identity(
     volume_dir: &Path,
     file: &str,
 ) -> Result<VolumeData, Skip> {
-    let data = voldata::load(fs, data_dir)
-        .map_err(|e| skip(volume_dir, SkipReason::VoldataUnreadable, error_chain(&e)))?;
+    let data = voldata::load(fs, data_dir).map_err(|e| {
+        skip(
+            volume_dir,
+            SkipReason::VoldataUnreadable,
+            error_line::chain(&e),
+        )
+    })?;
     let missing = data.missing_identity_keys();
     if !missing.is_empty() {
         return Err(skip(

@@ -51,24 +51,6 @@ pub mod fixture;
 #[cfg(test)]
 mod testfs;
 
-/// An error and every error below it, outermost first, joined by `": "`.
-///
-/// Each error's own message describes only its layer, so this is how a cause
-/// reaches a report or a log line exactly once. The webhooks' chain
-/// (`volume_health_validation::error::chain`) is bounded for text that comes
-/// from a request; the doctor's errors come from its own node, are printed
-/// whole, and the doctor shares no code with the webhooks.
-pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
-
 pub use classify::{DiagnoseError, ExtraInputs, NodeInputs, diagnose, diagnose_with};
 pub use discover::{GlobalVolume, Listing, Skip, SkipReason, VolumeMode, list_global_volumes};
 pub use fs::{HostFs, NodeFs};

@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use thiserror::Error;
 
-use crate::error_chain;
 use crate::fs::{EntryKind, NodeFs};
 use crate::layout::{GLOBAL_MOUNT_DIR, KubeletLayout, POD_MOUNT_DIR};
 use crate::mountrefs::{MountRefsError, MountRefsLookup};
@@ -86,7 +85,7 @@ pub fn scan_pod_volumes(fs: &(impl NodeFs + ?Sized), layout: &KubeletLayout) -> 
             }
             let path = fs_dir.join(&entry.name);
             let data = voldata::load(fs, &path)
-                .map_err(|e| error_chain(&e))
+                .map_err(|e| error_line::chain(&e))
                 .and_then(|data| match data.missing_identity_keys().as_slice() {
                     [] => Ok(data),
                     missing => Err(format!(
@@ -262,7 +261,7 @@ pub fn find_global_mount_data_from_pod_mount(
         match voldata::load(fs, &data_dir) {
             Err(e) => rejected.push(RejectedReference {
                 path: reference,
-                reason: error_chain(&e),
+                reason: error_line::chain(&e),
             }),
             Ok(data) if !data.missing_identity_keys().is_empty() => {
                 rejected.push(RejectedReference {

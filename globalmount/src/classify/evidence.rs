@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 
 use super::{DiagnoseError, ExtraInputs, NodeInputs};
 use crate::discover::{GlobalVolume, Listing, VolumeMode, list_global_volumes};
-use crate::error_chain;
 use crate::fs::NodeFs;
 use crate::layout::{KubeletLayout, clean_path};
 use crate::mountrefs::{MountTable, SnapshotRefs};
@@ -189,7 +188,7 @@ fn filesystem_facts(
             Err(e) => warnings.push(format!(
                 "mount references of {}: {}",
                 path.display(),
-                error_chain(&e)
+                error_line::chain(&e)
             )),
         }
     }

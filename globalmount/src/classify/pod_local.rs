@@ -2,7 +2,6 @@
 //! cannot use, with what the KEP-6058 fallback makes of it.
 
 use super::{Diagnosis, display};
-use crate::error_chain;
 use crate::fs::NodeFs;
 use crate::layout::clean_path;
 use crate::podlocal::FallbackError;
@@ -47,7 +46,7 @@ impl<F: NodeFs + ?Sized> Diagnosis<'_, F> {
                     .declined
                     .as_ref()
                     .map(FallbackError::decline_reason),
-                decline_detail: fallback.declined.as_ref().map(|e| error_chain(e)),
+                decline_detail: fallback.declined.as_ref().map(|e| error_line::chain(e)),
                 paired_global_volume: paired
                     .map(|(vi, _)| display(&evidence.listing.volumes[vi].device_mount_path)),
                 paired_by: paired.map(|(_, by)| by),
