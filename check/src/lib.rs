@@ -118,7 +118,7 @@ type Key = (HealthResource, String, String);
 /// Checks objects from inputs and writes the report as it goes.
 pub struct Checker<W> {
     options: Options,
-    policy: Settings,
+    settings: Settings,
     user: UserInfo<'static>,
     old: HashMap<Key, Box<RawValue>>,
     reporter: Reporter<W>,
@@ -134,7 +134,7 @@ impl<W: Write> Checker<W> {
     /// A checker that reports to `reporter`.
     pub fn new(options: Options, reporter: Reporter<W>) -> Self {
         let user = UserInfo::new(options.user.clone().unwrap_or_default(), &options.groups);
-        let policy = Settings {
+        let settings = Settings {
             storage_condition_identity: options.storage_condition_identity,
             // The webhooks' bound, so that the answers are theirs.
             error_limit: Some(MAX_REPORTED_ERRORS),
@@ -143,7 +143,7 @@ impl<W: Write> Checker<W> {
         Checker {
             progress: Progress::new(options.progress),
             options,
-            policy,
+            settings,
             user,
             old: HashMap::new(),
             reporter,
@@ -249,7 +249,7 @@ impl<W: Write> Checker<W> {
                 located.raw,
                 old,
                 &self.user,
-                &self.policy,
+                &self.settings,
             );
             let invalid = finding.denial.as_ref().is_some_and(|d| d.code == 422);
             if self.options.repair && invalid {
@@ -259,7 +259,7 @@ impl<W: Write> Checker<W> {
                     located.raw,
                     old,
                     &self.user,
-                    &self.policy,
+                    &self.settings,
                 )
                 .unwrap_or(finding)
             } else {

@@ -204,7 +204,7 @@ pub fn decide(
     object: &RawValue,
     old_object: &RawValue,
     user: &UserInfo<'_>,
-    policy: &Settings,
+    settings: &Settings,
 ) -> Finding {
     let build = |object| {
         AdmissionRequest::new(resource, Operation::Update)
@@ -216,7 +216,7 @@ pub fn decide(
     let mut finding = Finding::default();
     let without: Box<RawValue>;
     let mut request = build(object);
-    if !policy.restriction.gate_enabled {
+    if !settings.restriction.gate_enabled {
         match request.gated_field_to_drop(false) {
             Ok(None) => {}
             Ok(Some(drop)) => {
@@ -238,7 +238,7 @@ pub fn decide(
             }
         }
     }
-    finding.denial = match request.validate(policy) {
+    finding.denial = match request.validate(settings) {
         Ok(verdict) => match (verdict.code(), verdict.reason(), verdict.message()) {
             (Some(code), Some(reason), Some(message)) => Some(Denial {
                 code,
@@ -265,7 +265,7 @@ pub(crate) fn repaired(
     object: &RawValue,
     old_object: &RawValue,
     user: &UserInfo<'_>,
-    policy: &Settings,
+    settings: &Settings,
 ) -> Option<Finding> {
     let mut value: serde_json::Value = serde_json::from_str(object.get()).ok()?;
     let old: serde_json::Value = serde_json::from_str(old_object.get()).ok()?;
@@ -273,12 +273,12 @@ pub(crate) fn repaired(
         resource,
         &value,
         Some(&old),
-        policy.storage_condition_identity,
+        settings.storage_condition_identity,
     )
     .ok()??;
     json_patch::patch(&mut value, &made.patch).ok()?;
     let patched = serde_json::value::to_raw_value(&value).ok()?;
-    let mut finding = decide(resource, name, &patched, old_object, user, policy);
+    let mut finding = decide(resource, name, &patched, old_object, user, settings);
     finding.repairs = made.repairs;
     Some(finding)
 }
