@@ -115,14 +115,15 @@ conformance: release
 ## fixtures, the differential requests and 2,000 seeded generated writes replayed as real writes
 ## (VOLUME_HEALTH_E2E_SEED=<seed> replays a run's), SubjectAccessReviews posted, each in-tree
 ## answer compared with the library's; the shipped webhooks end to end; the native
-## policies alone, type-checked by kube-controller-manager; then every command of the README and docs
-## that needs a cluster, the release binaries or helm, run as the docs give it (slow: ignored
-## by `make test`)
+## policies alone, type-checked by kube-controller-manager; the repair's JSON Patch applied
+## with the apiserver's own json-patch, its cost linear in the object; then every command of
+## the README and docs that needs a cluster, the release binaries or helm, run as the docs give
+## it (slow: ignored by `make test`)
 e2e: release
 	tests/e2e/tools/build.sh $(E2E_BIN)
 	tests/e2e/tools/build-helm.sh $(E2E_BIN)
 	VOLUME_HEALTH_E2E_BIN=$(E2E_BIN) VOLUME_HEALTH_E2E_WEBHOOK=$(abspath $(BIN)) VOLUME_HEALTH_HELM=$(E2E_BIN)/helm \
-		$(CARGO) test --locked -p volume-health-tests --test e2e --test e2e_shipped --test e2e_repair --test e2e_policies --test e2e_writer --test docs_commands -- --ignored --nocapture --test-threads=1
+		$(CARGO) test --locked -p volume-health-tests --test e2e --test e2e_shipped --test e2e_repair --test e2e_policies --test e2e_writer --test patch_cost --test docs_commands -- --ignored --nocapture --test-threads=1
 
 ## chart: `helm lint` and `helm template` of charts/volume-health with the pinned helm, built
 ## with Go from tests/e2e/tools/helm; each render is compared with the kustomize install it

@@ -46,7 +46,6 @@ use volume_health_validation::{HealthResource, Settings, UserInfo};
 
 mod input;
 mod object;
-pub mod repair;
 mod report;
 
 pub use input::{Format, InputError, Located, PathError, Position, Source, sources};
@@ -95,7 +94,7 @@ impl Default for Options {
 pub enum Outcome {
     /// Every object would be admitted (0).
     Passed,
-    /// Something would be refused (1).
+    /// Something would be refused, or, with `--repair`, repaired: a writer to fix (1).
     Refused,
     /// An input could not be read, or is not JSON or YAML, or no object of a checked kind was
     /// read at all (2).
@@ -348,13 +347,15 @@ fn remember(
     Ok(())
 }
 
-/// The exit status a run's counts call for: bad input first, then refusals. A run that read no
+/// The exit status a run's counts call for: bad input first, then refusals and repairs (a
+/// report repair keeps flowing is still a driver or a sidecar to fix, and an audit job must
+/// notice it). A run that read no
 /// object of a checked kind is bad input, never a pass: an empty pipe from a `kubectl` that could
 /// not reach its cluster must not read as "clean".
 pub fn outcome(summary: &Summary) -> Outcome {
     if summary.failed_inputs > 0 || summary.objects == 0 {
         Outcome::BadInput
-    } else if summary.refused() {
+    } else if summary.refused() || summary.repaired > 0 {
         Outcome::Refused
     } else {
         Outcome::Passed

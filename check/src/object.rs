@@ -12,7 +12,6 @@ use volume_health_validation::{
     AdmissionRequest, ErrorList, HealthResource, Operation, Settings, UserInfo, Verdict,
 };
 
-use crate::repair;
 
 /// The members of an object that say what it is, and the one the node rules read of an old pod.
 #[derive(Debug, Default)]
@@ -267,19 +266,23 @@ pub(crate) fn repaired(
     user: &UserInfo<'_>,
     settings: &Settings,
 ) -> Option<Finding> {
+    let request = AdmissionRequest::new(resource, Operation::Update)
+        .with_subresource("status")
+        .with_name(name)
+        .with_user(user.clone())
+        .with_objects(Some(object), Some(old_object));
+    let mut repairs = Vec::new();
+    let made = request
+        .repair_reporting(settings, &mut |r| repairs.push(r.clone()))
+        .ok()??;
+    // The patch `/mutate` sends, applied as the apiserver applies it.
     let mut value: serde_json::Value = serde_json::from_str(object.get()).ok()?;
-    let old: serde_json::Value = serde_json::from_str(old_object.get()).ok()?;
-    let made = repair::repair(
-        resource,
-        &value,
-        Some(&old),
-        settings.storage_condition_identity,
-    )
-    .ok()??;
-    json_patch::patch(&mut value, &made.patch).ok()?;
+    let patch: json_patch::Patch =
+        serde_json::from_value(serde_json::to_value(made.patch()).ok()?).ok()?;
+    json_patch::patch(&mut value, &patch).ok()?;
     let patched = serde_json::value::to_raw_value(&value).ok()?;
     let mut finding = decide(resource, name, &patched, old_object, user, settings);
-    finding.repairs = made.repairs;
+    finding.repairs = repairs;
     Some(finding)
 }
 

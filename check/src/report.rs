@@ -172,7 +172,7 @@ fn invisible(c: char) -> bool {
 }
 
 /// The counts of a run.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Summary {
     /// Objects checked: pods, claims and CSINodes.
     pub objects: u64,
@@ -191,6 +191,8 @@ pub struct Summary {
     pub dropped: u64,
     /// Objects `--repair` would repair (counted as the repaired object's finding otherwise).
     pub repaired: u64,
+    /// The repairs `--repair` would make, by kind ([`RepairKind::label`](volume_health_validation::repair::RepairKind::label)).
+    pub repairs: std::collections::BTreeMap<&'static str, u64>,
     /// Objects of other kinds.
     pub skipped: u64,
     /// Inputs that could not be read to their end.
@@ -215,6 +217,9 @@ impl Summary {
         }
         if !finding.repairs.is_empty() {
             self.repaired += 1;
+        }
+        for repair in &finding.repairs {
+            *self.repairs.entry(repair.kind.label()).or_default() += 1;
         }
     }
 
@@ -247,7 +252,12 @@ impl fmt::Display for Summary {
             write!(f, "; {} dropped", n(self.dropped, "field", "fields"))?;
         }
         if self.repaired > 0 {
-            write!(f, "; {} repaired", self.repaired)?;
+            let kinds: Vec<String> = self
+                .repairs
+                .iter()
+                .map(|(label, count)| format!("{label}={count}"))
+                .collect();
+            write!(f, "; {} repaired ({})", self.repaired, kinds.join(", "))?;
         }
         write!(f, "; {} skipped", self.skipped)?;
         if self.failed_inputs > 0 {
@@ -478,7 +488,7 @@ impl<'a> ObjectJson<'a> {
                 .iter()
                 .map(|r| RepairJson {
                     path: &r.path,
-                    repair: crate::repair::kind_label(&r.kind),
+                    repair: r.kind.label(),
                     message: r.kind.to_string(),
                 })
                 .collect(),
@@ -537,7 +547,7 @@ impl Serialize for SummaryJson<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
         let s = self.0;
-        let mut out = serializer.serialize_struct("Summary", 10)?;
+        let mut out = serializer.serialize_struct("Summary", 11)?;
         out.serialize_field("objects", &s.objects)?;
         out.serialize_field("pods", &s.pods)?;
         out.serialize_field("persistentVolumeClaims", &s.claims)?;
@@ -546,6 +556,7 @@ impl Serialize for SummaryJson<'_> {
         out.serialize_field("forbidden", &s.forbidden)?;
         out.serialize_field("dropped", &s.dropped)?;
         out.serialize_field("repaired", &s.repaired)?;
+        out.serialize_field("repairs", &s.repairs)?;
         out.serialize_field("skipped", &s.skipped)?;
         out.serialize_field("failedInputs", &s.failed_inputs)?;
         out.end()

@@ -357,7 +357,8 @@ fn objects_without_the_field_get_the_librarys_answer() {
 }
 
 /// `--repair`: the dump's refused objects as `/mutate` would repair them, each repair reported,
-/// and the repaired objects checked: nothing is left refused.
+/// and the repaired objects checked: nothing is left refused, and the run still fails (1) with
+/// the count of each kind, so an audit job notices the drivers to fix.
 #[test]
 fn repair_reports_what_mutate_would_change_and_checks_the_result() {
     let options = Options {
@@ -370,7 +371,19 @@ fn repair_reports_what_mutate_would_change_and_checks_the_result() {
     assert!(plain.summary.invalid > 0, "the dump has objects to repair");
     assert_eq!(text.summary.repaired, plain.summary.invalid);
     assert_eq!(text.summary.invalid, 0, "{}", text.report);
-    assert_eq!(text.outcome, Outcome::Passed);
+    assert_eq!(text.outcome, Outcome::Refused);
+    assert_eq!(text.outcome.code(), 1);
+    assert_eq!(
+        text.summary.repairs.values().sum::<u64>(),
+        4,
+        "{:?}",
+        text.summary.repairs
+    );
+    assert!(
+        text.report.contains("3 repaired (duplicate_condition=1, "),
+        "{}",
+        text.report
+    );
     assert!(text.report.contains(": repaired: "), "{}", text.report);
     let json = run(&[DUMP], &[], options, OutputFormat::Json);
     golden("dump-repair.json", &json.report);

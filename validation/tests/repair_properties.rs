@@ -3,7 +3,9 @@
 //! cut, statuses and reasons the apiserver refuses, volumes that do not exist, repeated and
 //! empty names), with and without a stored object derived from the same report. For every
 //! input: the repaired value is accepted by the library's validators and by a status write's
-//! admission (gate on, this project's identity rule on); repairing it again changes nothing;
+//! admission (gate on, this project's identity rule on); it is never healthier than the input
+//! (each list kept says every valid status it was given, or, full, the most severe one);
+//! repairing it again changes nothing;
 //! an input the library accepts is returned unchanged, with no repair; a repair is reported
 //! exactly when the value changed. The figures printed at the end (`--nocapture`) are asserted
 //! too, so that a generator that stops producing a kind of input fails the test.
@@ -464,7 +466,7 @@ fn kind_name(repair: &Repair) -> String {
 }
 
 /// The properties of one case, for any of the three resources.
-fn check<K: HealthObject + Clone + PartialEq + std::fmt::Debug>(
+fn check<K: HealthObject + Statuses + Clone + PartialEq + std::fmt::Debug>(
     new: &K,
     old: Option<&K>,
     repair: impl Fn(&mut K, Option<&K>) -> Vec<Repair>,
@@ -473,6 +475,23 @@ fn check<K: HealthObject + Clone + PartialEq + std::fmt::Debug>(
 ) -> Result<(), TestCaseError> {
     let mut repaired = new.clone();
     let repairs = repair(&mut repaired, old);
+
+    // Never healthier: each list kept says every valid status its input said, or, when it is
+    // full, the most severe one.
+    let (before, after) = (new.statuses(), repaired.statuses());
+    for (name, kept) in &after {
+        let given = before.get(name).cloned().unwrap_or_default();
+        let full = kept.len() == 16;
+        let valid: Vec<&String> = given.iter().filter(|s| severity(s) > 0).collect();
+        let most = valid.iter().map(|s| severity(s)).max().unwrap_or(0);
+        let kept_most = kept.iter().map(|s| severity(s)).max().unwrap_or(0);
+        prop_assert!(kept_most >= most, "{name}: {given:?} became {kept:?}");
+        if !full {
+            for status in valid {
+                prop_assert!(kept.contains(status), "{name}: {given:?} became {kept:?}");
+            }
+        }
+    }
 
     // The repaired value is accepted, by the rules and by a status write's admission.
     prop_assert_eq!(validate(&repaired, old), vec![], "repairs: {:?}", repairs);
@@ -555,9 +574,68 @@ fn assert_covered(figures: &Figures, kinds: &[&str]) {
     }
 }
 
+/// A status's rank, most severe highest; 0 outside the sets.
+fn severity(status: &str) -> u8 {
+    match status {
+        "DataLoss" | "StorageUnreachable" => 3,
+        "Inaccessible" => 2,
+        "Degraded" | "StorageDegraded" => 1,
+        _ => 0,
+    }
+}
+
+/// The statuses of each list of conditions, by entry name (a claim's list has none).
+trait Statuses {
+    fn statuses(&self) -> BTreeMap<String, Vec<String>>;
+}
+
+impl Statuses for PersistentVolumeClaim {
+    fn statuses(&self) -> BTreeMap<String, Vec<String>> {
+        let conditions = self
+            .status
+            .as_ref()
+            .and_then(|s| s.health_status.as_ref())
+            .and_then(|h| h.health_conditions.as_ref());
+        conditions
+            .map(|c| (String::new(), c.iter().map(|c| c.status.clone()).collect()))
+            .into_iter()
+            .collect()
+    }
+}
+
+impl Statuses for Pod {
+    fn statuses(&self) -> BTreeMap<String, Vec<String>> {
+        let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let entries = self.status.as_ref().and_then(|s| s.volume_health.as_ref());
+        for entry in entries.into_iter().flatten() {
+            let statuses = out.entry(entry.name.clone()).or_default();
+            for c in entry.health_conditions.iter().flatten() {
+                statuses.push(c.status.clone());
+            }
+        }
+        out
+    }
+}
+
+impl Statuses for CSINode {
+    fn statuses(&self) -> BTreeMap<String, Vec<String>> {
+        let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let entries = self.status.as_ref().and_then(|s| s.storage_health.as_ref());
+        for entry in entries.into_iter().flatten() {
+            let statuses = out.entry(entry.name.clone()).or_default();
+            for c in entry.health_conditions.iter().flatten() {
+                // A volume status is no storage status.
+                let valid = c.status.starts_with("Storage");
+                statuses.push(if valid { c.status.clone() } else { String::new() });
+            }
+        }
+        out
+    }
+}
+
 const CONDITION_KINDS: [&str; 5] = [
     "ImpossibleCondition(Status)",
-    "ImpossibleCondition(Reason)",
+    "ReplacedField(Reason)",
     "DuplicateCondition",
     "ConditionPastLimit",
     "MessageCut",
@@ -577,7 +655,7 @@ fn pods_repaired() {
         check(new, old, repair_pod, validate_pod, figures)
     });
     let mut kinds = CONDITION_KINDS.to_vec();
-    kinds.extend(["UnknownVolume", "UnnamedEntry", "DuplicateEntry"]);
+    kinds.extend(["UnknownVolume", "UnnamedEntry", "MergedEntry"]);
     assert_covered(&figures, &kinds);
 }
 
@@ -589,10 +667,10 @@ fn csinodes_repaired() {
     let mut kinds = CONDITION_KINDS.to_vec();
     kinds.retain(|kind| *kind != "DuplicateCondition");
     kinds.extend([
-        "ImpossibleCondition(AccessMode)",
-        "ImpossibleCondition(VolumeMode)",
+        "ReplacedField(AccessMode)",
+        "ReplacedField(VolumeMode)",
         "IndistinctCondition",
-        "DuplicateEntry",
+        "MergedEntry",
         "InvalidDriverName",
     ]);
     assert_covered(&figures, &kinds);

@@ -124,13 +124,19 @@ fn a_monitor_writes_what_changed_and_keeps_the_transition_time() {
             ("healthy: cleared", vec![], true, Value::Null),
             ("healthy again: not written", vec![], false, Value::Null),
             (
-                "only conditions that can never be valid: nothing to write",
-                vec![
-                    condition("Unknown", "Probe", ""),
-                    condition("Degraded", "1st", ""),
-                ],
+                "a status that can never be valid: nothing to write",
+                vec![condition("Unknown", "Probe", "")],
                 false,
                 Value::Null,
+            ),
+            (
+                "a reason that can never be valid: still degraded, the reason in the message",
+                vec![condition("Degraded", "1st", "")],
+                true,
+                json!({
+                    "healthConditions": [condition("Degraded", "InvalidReason", "reason: 1st")],
+                    "lastTransitionTime": at(9),
+                }),
             ),
         ],
     );
@@ -155,21 +161,19 @@ fn a_report_the_apiserver_would_refuse_is_repaired_before_it_is_written() {
         kinds,
         [
             (
-                "status.healthStatus.healthConditions[2]",
-                RepairKind::ImpossibleCondition(
-                    volume_health_validation::repair::Impossible::Reason
-                )
+                "status.healthStatus.healthConditions[0].message",
+                RepairKind::MessageCut {
+                    from: 1500,
+                    to: 1024
+                }
             ),
             (
                 "status.healthStatus.healthConditions[1]",
                 RepairKind::DuplicateCondition
             ),
             (
-                "status.healthStatus.healthConditions[0].message",
-                RepairKind::MessageCut {
-                    from: 1500,
-                    to: 1024
-                }
+                "status.healthStatus.healthConditions[2]",
+                RepairKind::ReplacedField(volume_health_validation::repair::Impossible::Reason)
             ),
         ]
     );
@@ -178,7 +182,10 @@ fn a_report_the_apiserver_would_refuse_is_repaired_before_it_is_written() {
     assert_eq!(
         health(&saved),
         json!({
-            "healthConditions": [condition("Degraded", "IOPSThrottled", &long[..1024])],
+            "healthConditions": [
+                condition("Degraded", "IOPSThrottled", &long[..1024]),
+                condition("Inaccessible", "InvalidReason", "no reason"),
+            ],
             "lastTransitionTime": at(0),
         })
     );

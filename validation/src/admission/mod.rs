@@ -3,6 +3,7 @@
 
 mod decide;
 mod drop_on_save;
+mod repaired;
 mod response;
 mod settings;
 mod verdict;
@@ -19,6 +20,9 @@ pub use crate::identity::UserInfo;
 pub use crate::resource::GroupVersionResource;
 use crate::resource::{HealthResource, Operation};
 pub use drop_on_save::{DropOnSave, Remove};
+pub use repaired::{
+    MAX_REPAIRED_BYTES, PATHS_PER_WARNING, RepairCount, RepairError, Repaired, Replace,
+};
 pub use response::Response;
 pub use settings::Settings;
 pub use verdict::{Forbidden, Invalid, Verdict};
@@ -297,6 +301,22 @@ impl<'a> AdmissionRequest<'a> {
     /// Whether `object` is present and not `null`.
     pub fn has_object(&self) -> bool {
         !matches!(self.object, Slot::Absent)
+    }
+
+    /// The answer that allows this request unchanged.
+    pub fn allow(&self) -> Response<'_> {
+        Response::allow(&self.uid)
+    }
+
+    /// The answer that allows this request with `patch` applied (a JSON Patch:
+    /// [`DropOnSave::patch`], [`Repaired::patch`]).
+    pub fn allow_patching<P: serde::Serialize + ?Sized>(&self, patch: &P) -> Response<'_> {
+        Response::allow_patching(&self.uid, patch)
+    }
+
+    /// The answer that denies this request with `status`.
+    pub fn deny(&self, status: k8s_openapi::apimachinery::pkg::apis::meta::v1::Status) -> Response<'_> {
+        Response::deny(&self.uid, status)
     }
 
     /// The validating webhook's decision: node restriction first, then field validation of the

@@ -71,8 +71,11 @@ impl<'a> Response<'a> {
     /// any list of operations that serializes as one) applied, encoded as the apiserver expects:
     /// standard base64 of the JSON array.
     pub fn allow_patching<P: Serialize + ?Sized>(uid: &'a str, patch: &P) -> Self {
+        // Encoded as it is written: a large patch is never held as JSON and as base64 at once.
+        let mut encoder = Base64::default();
+        serde_json::to_writer(&mut encoder, patch).expect("plain JSON serializes");
         Response {
-            patch: Some(base64(&plain_json(patch))),
+            patch: Some(encoder.finish()),
             patch_type: Some("JSONPatch"),
             ..Response::allow(uid)
         }
@@ -99,6 +102,35 @@ impl<'a> Response<'a> {
 /// serializes.
 fn plain_json<T: Serialize + ?Sized>(value: &T) -> Vec<u8> {
     serde_json::to_vec(value).expect("plain JSON serializes")
+}
+
+/// Standard base64 with padding, written as bytes come: whole groups of three at once, the rest
+/// kept for the next write.
+#[derive(Default)]
+struct Base64 {
+    out: String,
+    pending: Vec<u8>,
+}
+
+impl std::io::Write for Base64 {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.pending.extend_from_slice(bytes);
+        let whole = self.pending.len() / 3 * 3;
+        self.out.push_str(&base64(&self.pending[..whole]));
+        self.pending.drain(..whole);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Base64 {
+    fn finish(mut self) -> String {
+        self.out.push_str(&base64(&self.pending));
+        self.out
+    }
 }
 
 /// Standard base64 with padding (RFC 4648, section 4), as the apiserver reads `patch`. A few
@@ -152,6 +184,25 @@ mod tests {
                 base64(&bytes),
                 ::base64::engine::general_purpose::STANDARD.encode(&bytes)
             );
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn base64_written_in_pieces_is_base64_of_the_whole(
+            bytes in proptest::collection::vec(any::<u8>(), 0..256),
+            cuts in proptest::collection::vec(0usize..256, 0..8),
+        ) {
+            use std::io::Write as _;
+            let mut encoder = Base64::default();
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(bytes.len())).collect();
+            cuts.sort_unstable();
+            let mut at = 0;
+            for cut in cuts.into_iter().chain([bytes.len()]) {
+                encoder.write_all(&bytes[at..cut]).unwrap();
+                at = cut;
+            }
+            prop_assert_eq!(encoder.finish(), base64(&bytes));
         }
     }
 

@@ -42,10 +42,7 @@ pub use objects::DecodeError;
 pub(crate) use objects::Slot;
 pub(crate) use review::read_review;
 pub use typed::{HealthObject, Typed};
-pub(crate) use typed::{
-    storage_condition_view, typed_health_status, typed_pod_volume_health, typed_storage_health,
-    volume_condition_view,
-};
+pub(crate) use typed::{typed_health_status, typed_pod_volume_health, typed_storage_health};
 pub(crate) use view::{
     ClaimView, CsiNodeView, Fingerprinted, HealthStatusView, NameView, PodView,
     PodVolumeHealthView, RawList, StorageConditionView, StorageHealthView, VolumeConditionView,

@@ -141,51 +141,30 @@ fn claim_impossible_conditions() {
     ]);
     let (repaired, repairs) = repair_claim(&new, None);
     let status = RepairKind::ImpossibleCondition(Impossible::Status);
-    let reason = RepairKind::ImpossibleCondition(Impossible::Reason);
-    // The reason format is handwritten upstream and checked first.
+    let reason = RepairKind::ReplacedField(Impossible::Reason);
+    let duplicate = RepairKind::DuplicateCondition;
+    // A reason that can never be valid is replaced, so the condition's status is stored; once
+    // replaced, a later one of the same status is a duplicate.
     assert_eq!(
         got(&repairs),
         [
-            (&*format!("{HC}[3]"), reason),
-            (&*format!("{HC}[4]"), reason),
             (&*format!("{HC}[0]"), status),
             (&*format!("{HC}[1]"), status),
             (&*format!("{HC}[2]"), reason),
+            (&*format!("{HC}[3]"), reason),
+            (&*format!("{HC}[3]"), duplicate),
+            (&*format!("{HC}[4]"), reason),
+            (&*format!("{HC}[4]"), duplicate),
             (&*format!("{HC}[5]"), reason),
+            (&*format!("{HC}[5]"), duplicate),
         ]
     );
     assert_eq!(
         claim_conditions(&repaired),
-        [cond("Degraded", &"a".repeat(256))]
-    );
-}
-
-/// A message is cut at a character boundary: here byte 1024 is inside a two-byte character.
-#[test]
-fn claim_messages_cut_at_a_character_boundary() {
-    let message = format!("{}é-tail", "a".repeat(1023));
-    let new = claim(vec![
-        with_message(cond("Degraded", "Slow"), &message),
-        with_message(cond("Degraded", "Full"), &"b".repeat(1024)),
-    ]);
-    let (repaired, repairs) = repair_claim(&new, None);
-    assert_eq!(
-        got(&repairs),
-        [(
-            &*format!("{HC}[0].message"),
-            RepairKind::MessageCut {
-                from: message.len(),
-                to: 1023
-            }
-        )]
-    );
-    assert_eq!(
-        claim_conditions(&repaired)[0].message.as_deref(),
-        Some(&*"a".repeat(1023))
-    );
-    assert_eq!(
-        repairs[0].to_string(),
-        format!("{HC}[0].message: message cut from 1030 to 1023 bytes")
+        [
+            cond("Degraded", REPLACED_REASON),
+            cond("Degraded", &"a".repeat(256))
+        ]
     );
 }
 
@@ -235,7 +214,6 @@ fn claim_ratchets_as_the_rules_do() {
     assert_eq!(
         got(&repairs),
         [
-            (&*format!("{HC}[3]"), RepairKind::DuplicateCondition),
             (
                 &*format!("{HC}[1].message"),
                 RepairKind::MessageCut {
@@ -243,6 +221,7 @@ fn claim_ratchets_as_the_rules_do() {
                     to: 1024
                 }
             ),
+            (&*format!("{HC}[3]"), RepairKind::DuplicateCondition),
         ]
     );
 
@@ -253,10 +232,17 @@ fn claim_ratchets_as_the_rules_do() {
         got(&repairs),
         [(
             &*format!("{HC}[0]"),
-            RepairKind::ImpossibleCondition(Impossible::Reason)
+            RepairKind::ReplacedField(Impossible::Reason)
         )]
     );
-    assert_eq!(claim_conditions(&repaired), [cond("Degraded", "Ok")]);
+    assert_eq!(
+        claim_conditions(&repaired),
+        [
+            with_message(cond("Degraded", REPLACED_REASON), "reason: bad reason"),
+            cond("Degraded", "Ok")
+        ],
+        "the condition is kept unhealthy, its reason in the message"
+    );
 }
 
 #[test]
@@ -331,9 +317,9 @@ fn pod_entries_unknown_duplicate_and_unnamed() {
         got(&repairs),
         [
             ("status.volumeHealth[1]", RepairKind::UnknownVolume),
-            ("status.volumeHealth[2]", RepairKind::DuplicateEntry),
+            ("status.volumeHealth[2]", RepairKind::MergedEntry),
             ("status.volumeHealth[3]", RepairKind::UnnamedEntry),
-            ("status.volumeHealth[4]", RepairKind::DuplicateEntry),
+            ("status.volumeHealth[4]", RepairKind::UnnamedEntry),
         ]
     );
     let names: Vec<&str> = pod_entries(&repaired)
@@ -343,7 +329,8 @@ fn pod_entries_unknown_duplicate_and_unnamed() {
     assert_eq!(names, ["data", "logs"]);
     assert_eq!(
         pod_entries(&repaired)[0].health_conditions,
-        Some(vec![cond("Degraded", "A")])
+        Some(vec![cond("Degraded", "A"), cond("Degraded", "B")]),
+        "the later entry of a name is merged, its conditions kept"
     );
 }
 
@@ -369,11 +356,9 @@ fn pod_condition_paths_are_the_inputs() {
         got(&repairs),
         [
             ("status.volumeHealth[0]", RepairKind::UnknownVolume),
-            (
-                &*at("[0]"),
-                RepairKind::ImpossibleCondition(Impossible::Reason)
-            ),
+            (&*at("[0]"), RepairKind::ReplacedField(Impossible::Reason)),
             (&*at("[2]"), RepairKind::DuplicateCondition),
+            (&*at("[17]"), RepairKind::ConditionPastLimit),
             (&*at("[18]"), RepairKind::ConditionPastLimit),
             (&*at("[19]"), RepairKind::ConditionPastLimit),
         ]
@@ -383,7 +368,9 @@ fn pod_condition_paths_are_the_inputs() {
         .as_deref()
         .unwrap_or_default();
     assert_eq!(kept.len(), 16);
-    assert_eq!(kept[0], cond("Degraded", "A"));
+    assert_eq!(kept[0].reason, REPLACED_REASON);
+    assert_eq!(kept[0].message.as_deref(), Some("reason: 1x"));
+    assert_eq!(kept[1], cond("Degraded", "A"));
 }
 
 #[test]
@@ -411,7 +398,7 @@ fn pod_ratchets_as_the_rules_do() {
     assert_eq!(
         got(&repairs),
         [
-            ("status.volumeHealth[2]", RepairKind::DuplicateEntry),
+            ("status.volumeHealth[2]", RepairKind::MergedEntry),
             (
                 "status.volumeHealth[1].healthConditions[1]",
                 RepairKind::ImpossibleCondition(Impossible::Status)
@@ -504,7 +491,7 @@ fn csinode_entries_duplicate_and_invalid_names() {
     assert_eq!(
         got(&repairs),
         [
-            ("status.storageHealth[1]", RepairKind::DuplicateEntry),
+            ("status.storageHealth[1]", RepairKind::MergedEntry),
             ("status.storageHealth[2]", RepairKind::InvalidDriverName),
             ("status.storageHealth[3]", RepairKind::InvalidDriverName),
             ("status.storageHealth[4]", RepairKind::InvalidDriverName),
@@ -525,6 +512,7 @@ fn csinode_entries_duplicate_and_invalid_names() {
 fn csinode_conditions() {
     let at = |s: &str| format!("status.storageHealth[0].healthConditions{s}");
     let impossible = RepairKind::ImpossibleCondition;
+    let replaced = RepairKind::ReplacedField;
     let new = node(vec![driver(
         "csi.example.com",
         vec![
@@ -563,12 +551,16 @@ fn csinode_conditions() {
         [
             (&*at("[0]"), impossible(Impossible::Status)),
             (&*at("[1]"), impossible(Impossible::Status)),
-            (&*at("[2]"), impossible(Impossible::Reason)),
-            (&*at("[3]"), impossible(Impossible::Reason)),
-            (&*at("[4]"), impossible(Impossible::Reason)),
-            (&*at("[5]"), impossible(Impossible::AccessMode)),
-            (&*at("[6]"), impossible(Impossible::AccessMode)),
-            (&*at("[7]"), impossible(Impossible::VolumeMode)),
+            (&*at("[2]"), replaced(Impossible::Reason)),
+            (&*at("[3]"), replaced(Impossible::Reason)),
+            (&*at("[3]"), RepairKind::IndistinctCondition),
+            (&*at("[4]"), replaced(Impossible::Reason)),
+            (&*at("[4]"), RepairKind::IndistinctCondition),
+            (&*at("[5]"), replaced(Impossible::AccessMode)),
+            (&*at("[6]"), replaced(Impossible::AccessMode)),
+            (&*at("[6]"), RepairKind::IndistinctCondition),
+            (&*at("[7]"), replaced(Impossible::VolumeMode)),
+            (&*at("[7]"), RepairKind::IndistinctCondition),
             (&*at("[10]"), RepairKind::IndistinctCondition),
             (
                 &*at("[11].message"),
@@ -584,7 +576,9 @@ fn csinode_conditions() {
             .health_conditions
             .as_ref()
             .map(Vec::len),
-        Some(3)
+        Some(5),
+        "one StorageDegraded with a replaced reason, one without each bad mode, two with both \
+         modes, the unreachable one"
     );
 }
 
@@ -658,7 +652,7 @@ fn csinode_ratchets_only_the_identity_rule() {
     );
     assert_eq!(entries[0].health_conditions.as_ref().map(Vec::len), Some(3));
 
-    // A stored invalid access mode is refused again: dropped even when unchanged.
+    // A stored invalid access mode is refused again: unset even when unchanged.
     let stored = node(vec![driver(
         "a.example",
         vec![moded(storage("StorageDegraded", "A"), Some("RWO"), None)],
@@ -668,7 +662,7 @@ fn csinode_ratchets_only_the_identity_rule() {
         got(&repairs),
         [(
             "status.storageHealth[0].healthConditions[0]",
-            RepairKind::ImpossibleCondition(Impossible::AccessMode)
+            RepairKind::ReplacedField(Impossible::AccessMode)
         )]
     );
 }
@@ -682,7 +676,7 @@ fn repairs_render_as_warnings() {
         ),
         (
             RepairKind::ConditionPastLimit,
-            "condition dropped: at most 16 conditions are kept",
+            "condition dropped: 16 more severe or earlier conditions are kept",
         ),
         (
             RepairKind::ImpossibleCondition(Impossible::VolumeMode),

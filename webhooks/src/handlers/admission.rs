@@ -4,8 +4,7 @@
 use std::time::Duration;
 
 use tracing::Level;
-use volume_health_check::repair as repair_labels;
-use volume_health_validation::admission::{DecodeError, Invalid, Response};
+use volume_health_validation::admission::{DecodeError, Invalid, RepairError, Response};
 use volume_health_validation::error::{self, MAX_MESSAGE_BYTES, prefix};
 use volume_health_validation::status::bad_request_status;
 use volume_health_validation::{AdmissionRequest, HealthResource, Verdict};
@@ -74,7 +73,7 @@ pub(super) struct AdmissionReviewed<'b> {
 
 impl<'b> AdmissionReviewed<'b> {
     fn allowed(request: AdmissionRequest<'b>) -> Self {
-        let body = Response::allow(&request.uid).into_body();
+        let body = request.allow().into_body();
         AdmissionReviewed {
             request,
             outcome: Admitted::Allowed,
@@ -130,7 +129,7 @@ impl Reviewed for AdmissionReviewed<'_> {
 /// An object that is not its kind: the review is answered, denied with a 400 `Status`.
 fn undecidable(request: AdmissionRequest<'_>, err: DecodeError) -> AdmissionReviewed<'_> {
     let status = bad_request_status(error::chain(&err));
-    let body = Response::deny(&request.uid, status).into_body();
+    let body = request.deny(status).into_body();
     AdmissionReviewed {
         request,
         outcome: Admitted::BadObject,
@@ -150,14 +149,11 @@ impl Endpoint for Mutate {
         body: &'b [u8],
     ) -> Result<AdmissionReviewed<'b>, Rejection> {
         let request = review::parse(body)?;
-        let Some(resource) = request.health_resource() else {
-            return Ok(AdmissionReviewed::allowed(request));
-        };
         match request.gated_field_to_drop(state.gates.csi_volume_health) {
-            Ok(None) if state.repair => Ok(repair(state, resource, body, request)),
+            Ok(None) if state.repair => Ok(repair(state, request)),
             Ok(None) => Ok(AdmissionReviewed::allowed(request)),
             Ok(Some(drop)) => {
-                let mut response = Response::allow_patching(&request.uid, &drop.patch());
+                let mut response = request.allow_patching(&drop.patch());
                 response.warnings.push(drop.warning());
                 let body = response.into_body();
                 Ok(AdmissionReviewed {
@@ -171,100 +167,49 @@ impl Endpoint for Mutate {
     }
 }
 
-/// The most paths one repair warning names; the rest are counted.
-const PATHS_PER_WARNING: usize = 5;
-
 /// `--repair`: a status write that validation would refuse for something the writer cannot fix
-/// by retrying, answered with the patch that makes it acceptable. Anything else (a write that
-/// is valid, refused by the node rules, or that no repair makes valid) is allowed unchanged, and
-/// `/validate` and in-tree validation answer it as without repair.
-fn repair<'b>(
-    state: &WebhookState,
-    resource: HealthResource,
-    body: &'b [u8],
-    request: AdmissionRequest<'b>,
-) -> AdmissionReviewed<'b> {
-    // The apiserver keeps the stored status on a write of the main resource.
-    if request.subresource() != "status" {
-        return AdmissionReviewed::allowed(request);
-    }
-    // Validation is the cheap test; only a refused write is decoded whole.
-    if !matches!(request.validate(&state.decisions), Ok(Verdict::Invalid(_))) {
-        return AdmissionReviewed::allowed(request);
-    }
-    let review: serde_json::Value = match serde_json::from_slice(body) {
-        Ok(review) => review,
-        Err(_) => return AdmissionReviewed::allowed(request),
-    };
-    let old = review["request"].get("oldObject");
-    let identity = state.decisions.storage_condition_identity;
-    let repaired = match volume_health_check::repair::repair(
-        resource,
-        &review["request"]["object"],
-        old,
-        identity,
-    ) {
+/// by retrying, answered with the library's patch that makes it acceptable. Anything else (a
+/// write that is valid, refused by the node rules, or that no repair makes valid) is allowed
+/// unchanged, and `/validate` and in-tree validation answer it as without repair.
+fn repair<'b>(state: &WebhookState, request: AdmissionRequest<'b>) -> AdmissionReviewed<'b> {
+    let repaired = match request.repair(&state.decisions) {
         Ok(Some(repaired)) => repaired,
-        Ok(None) => return AdmissionReviewed::allowed(request),
+        Ok(None) | Err(RepairError::Decode(_)) => return AdmissionReviewed::allowed(request),
         Err(err) => {
             tracing::warn!(
                 target: HANDLERS_TARGET,
                 uid = logged(&request.uid),
+                name = logged(request.name()),
+                user = logged(&request.user_info.username),
                 error = logged(&error::chain(&err)),
                 "no repair made"
             );
             return AdmissionReviewed::allowed(request);
         }
     };
-    let mut response = Response::allow_patching(&request.uid, &repaired.patch);
-    // One warning, one count and one annotation entry per kind, in the order first made.
-    let mut kinds: Vec<(&'static str, String, Vec<&str>)> = Vec::new();
-    for change in &repaired.repairs {
-        let label = repair_labels::kind_label(&change.kind);
-        match kinds.iter_mut().find(|(l, ..)| *l == label) {
-            Some((.., paths)) => paths.push(&change.path),
-            None => kinds.push((
-                label,
-                repair_labels::kind_text(&change.kind),
-                vec![&change.path],
-            )),
-        }
-    }
-    let mut summary = Vec::new();
-    for (label, text, paths) in &kinds {
-        let shown = paths[..paths.len().min(PATHS_PER_WARNING)].join(", ");
-        let more = paths.len().saturating_sub(PATHS_PER_WARNING);
-        let more = if more > 0 {
-            format!(" and {more} more")
-        } else {
-            String::new()
-        };
-        response.warnings.push(format!(
-            "{} repaired ({}): {text}: {shown}{more}",
-            resource.gated_field(),
-            paths.len()
-        ));
+    let resource = repaired.resource().resource();
+    for kind in repaired.counts() {
         state
             .metrics
-            .repaired(resource.resource(), label, paths.len() as u64);
-        summary.push(format!("{label}={}", paths.len()));
+            .repaired(resource, kind.label, kind.count as u64);
     }
-    let summary = summary.join(",");
-    response
-        .audit_annotations
-        .insert("repairs", summary.clone());
+    let (key, summary) = repaired.audit_annotation();
     // The writer is named: a repaired report is a driver or a sidecar to fix.
     tracing::warn!(
         target: HANDLERS_TARGET,
         uid = logged(&request.uid),
-        resource = resource.resource(),
+        resource,
         namespace = logged(request.namespace.as_deref().unwrap_or_default()),
         name = logged(request.name()),
         user = logged(&request.user_info.username),
         repairs = summary.as_str(),
         "a status write validation would refuse was repaired"
     );
+    let mut response = request.allow_patching(&repaired.patch());
+    response.warnings = repaired.warnings();
+    response.audit_annotations.insert(key, summary);
     let body = response.into_body();
+    drop(repaired);
     AdmissionReviewed {
         request,
         outcome: Admitted::Repaired,
@@ -287,7 +232,7 @@ impl Endpoint for Validate {
         match request.validate(&state.decisions) {
             Ok(Verdict::Allowed) => Ok(AdmissionReviewed::allowed(request)),
             Ok(Verdict::Forbidden(forbidden)) => {
-                let response = Response::deny(&request.uid, forbidden.status());
+                let response = request.deny(forbidden.status());
                 let body = response.into_body();
                 Ok(AdmissionReviewed {
                     request,
@@ -323,7 +268,7 @@ fn enforce<'a>(
     state.metrics.violation(resource, action.as_str());
     let status = invalid.status();
     if action == EnforcementAction::Deny {
-        return (Admitted::Invalid, Response::deny(&request.uid, status));
+        return (Admitted::Invalid, request.deny(status));
     }
     // The answer (allowed) tells nobody what was wrong, so the would-be denial is logged whole.
     tracing::info!(
@@ -337,7 +282,7 @@ fn enforce<'a>(
         denial = prefix(status.message.as_deref().unwrap_or_default(), MAX_MESSAGE_BYTES),
         "field validation would deny"
     );
-    let mut response = Response::allow(&request.uid);
+    let mut response = request.allow();
     if action == EnforcementAction::Warn {
         response.warnings = enforcement::warnings(&invalid.errors);
         return (Admitted::Warned, response);

@@ -66,7 +66,7 @@ impl WebhookState {
         let resources = HealthResource::ALL.map(HealthResource::resource);
         metrics.expect_violations(settings.enforcement_action.as_str(), &resources);
         if settings.repair {
-            metrics.expect_repairs(&resources, &volume_health_check::repair::KIND_LABELS);
+            metrics.expect_repairs(&resources, &volume_health_validation::repair::LABELS);
         }
         WebhookState {
             decisions: Arc::new(volume_health_validation::Settings {

@@ -1,0 +1,261 @@
+//! Repair of a status write: the decision on the request, and what it carries to the answer
+//! (one JSON Patch `replace` of the repaired list, warnings, an audit annotation, counts).
+
+use serde::Serialize;
+use serde_json::value::RawValue;
+
+use super::{AdmissionRequest, DecodeError, Settings, Verdict};
+use crate::decode::{NameView, RawList, Walk, hash128};
+use crate::repair::{Repair, plan};
+use crate::resource::HealthResource;
+
+/// The most paths one kind of repair names in its warning; the rest are counted.
+pub const PATHS_PER_WARNING: usize = 5;
+
+/// The largest repaired list made, in bytes of JSON: etcd's default request limit (1.5 MiB),
+/// which no stored object exceeds. A larger one is a writer gone wrong, and making it would cost
+/// the webhook several times its size for an answer the apiserver could not store.
+pub const MAX_REPAIRED_BYTES: usize = 3 * 512 * 1024;
+
+/// Why a write validation refuses is not repaired. It is then answered as without repair.
+#[derive(Debug, thiserror::Error)]
+pub enum RepairError {
+    /// An object is not its kind (validation answers that).
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+    /// The repaired list would be larger than [`MAX_REPAIRED_BYTES`].
+    #[error("the repaired {field} would take more than {MAX_REPAIRED_BYTES} bytes")]
+    TooLarge {
+        /// The gated field.
+        field: &'static str,
+    },
+}
+
+/// One kind of repair in a [`Repaired`]: its label, what it did, how many, and the first
+/// paths.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RepairCount {
+    /// The kind's label in metrics and annotations ([`RepairKind::label`](crate::repair::RepairKind::label)).
+    pub label: &'static str,
+    /// What each did, in words.
+    pub summary: String,
+    /// How many.
+    pub count: usize,
+    /// The first [`PATHS_PER_WARNING`] paths, in the order made.
+    pub paths: Vec<String>,
+}
+
+/// A status write repaired: the patch that makes the object as written the repaired one, and
+/// what it did. [`AdmissionRequest::repair`] makes it; a webhook sends
+/// [`patch`](Self::patch) with [`warnings`](Self::warnings) and
+/// [`audit_annotation`](Self::audit_annotation), and a program that wants the object the
+/// apiserver would store applies the same patch.
+#[derive(Debug)]
+pub struct Repaired {
+    resource: HealthResource,
+    pointer: &'static str,
+    value: Box<RawValue>,
+    counts: Vec<RepairCount>,
+}
+
+/// A JSON Patch `replace` operation: `{"op":"replace","path":...,"value":...}`.
+#[derive(Clone, Copy, Debug, Serialize)]
+#[serde(tag = "op", rename = "replace")]
+pub struct Replace<'a> {
+    /// The JSON Pointer of the member replaced.
+    pub path: &'static str,
+    /// Its new value.
+    pub value: &'a RawValue,
+}
+
+impl Repaired {
+    /// The resource repaired.
+    pub fn resource(&self) -> HealthResource {
+        self.resource
+    }
+
+    /// The JSON Patch: one `replace` of the repaired list. The apiserver applies it in time
+    /// linear in the object, where one `remove` per item dropped costs a copy of the list each.
+    pub fn patch(&self) -> [Replace<'_>; 1] {
+        [Replace {
+            path: self.pointer,
+            value: &self.value,
+        }]
+    }
+
+    /// Each kind of repair made, in the order first made.
+    pub fn counts(&self) -> &[RepairCount] {
+        &self.counts
+    }
+
+    /// How many repairs in all.
+    pub fn total(&self) -> usize {
+        self.counts.iter().map(|c| c.count).sum()
+    }
+
+    /// One `Warning` per kind: what was repaired, how often, and the first paths.
+    pub fn warnings(&self) -> Vec<String> {
+        let field = self.resource.gated_field();
+        self.counts
+            .iter()
+            .map(|c| {
+                let more = c.count.saturating_sub(c.paths.len());
+                let more = if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                };
+                format!(
+                    "{field} repaired ({}): {}: {}{more}",
+                    c.count,
+                    c.summary,
+                    c.paths.join(", ")
+                )
+            })
+            .collect()
+    }
+
+    /// The audit annotation: `repairs`, with `label=count` of each kind.
+    pub fn audit_annotation(&self) -> (&'static str, String) {
+        let value: Vec<String> = self
+            .counts
+            .iter()
+            .map(|c| format!("{}={}", c.label, c.count))
+            .collect();
+        ("repairs", value.join(","))
+    }
+
+    fn add(counts: &mut Vec<RepairCount>, repair: &Repair) {
+        let label = repair.kind.label();
+        let index = match counts.iter().position(|c| c.label == label) {
+            Some(i) => i,
+            None => {
+                counts.push(RepairCount {
+                    label,
+                    summary: repair.kind.summary(),
+                    count: 0,
+                    paths: Vec::new(),
+                });
+                counts.len() - 1
+            }
+        };
+        let kind = &mut counts[index];
+        kind.count += 1;
+        if kind.paths.len() < PATHS_PER_WARNING {
+            kind.paths.push(repair.path.clone());
+        }
+    }
+}
+
+impl<'a> AdmissionRequest<'a> {
+    /// Repair (`--repair`): for a `status` write that [`validate`](Self::validate) refuses with
+    /// field errors, the patch that makes it one the rules accept, or `None` when the write is
+    /// valid, refused by the node rules, of the main resource, or nothing can be repaired. It
+    /// reads the objects the request holds: no second parse.
+    pub fn repair(&self, settings: &Settings) -> Result<Option<Repaired>, RepairError> {
+        self.repair_reporting(settings, &mut |_| {})
+    }
+
+    /// [`repair`](Self::repair), with every repair also given to `each` as it is made (a
+    /// [`Repaired`] keeps counts and the first paths).
+    pub fn repair_reporting(
+        &self,
+        settings: &Settings,
+        each: &mut dyn FnMut(&Repair),
+    ) -> Result<Option<Repaired>, RepairError> {
+        let Some(resource) = self.health_resource() else {
+            return Ok(None);
+        };
+        // The apiserver keeps the stored status on a write of the main resource.
+        if self.subresource() != "status" || !matches!(self.validate(settings)?, Verdict::Invalid(_)) {
+            return Ok(None);
+        }
+        let mut counts = Vec::new();
+        let mut sink = |repair: Repair| {
+            Repaired::add(&mut counts, &repair);
+            each(&repair);
+        };
+        let value = match resource {
+            HealthResource::PersistentVolumeClaims => {
+                let new = self.object.as_claim()?;
+                let old = self.old_object.as_claim()?;
+                let Some(new) = new.and_then(|c| c.health_status()) else {
+                    return Ok(None);
+                };
+                plan::claim(new, old.and_then(|c| c.health_status()), &mut sink)
+            }
+            HealthResource::Pods => {
+                let new = self.object.as_pod()?;
+                let old = self.old_object.as_pod()?;
+                let Some(pod) = new else { return Ok(None) };
+                let Some(list) = pod.volume_health() else {
+                    return Ok(None);
+                };
+                let volumes = Volumes::of(pod.volumes());
+                plan::pod(
+                    list,
+                    old.and_then(|p| p.volume_health()),
+                    &|name| volumes.contains(name),
+                    &mut sink,
+                )
+            }
+            HealthResource::CsiNodes => {
+                let new = self.object.as_csinode()?;
+                let old = self.old_object.as_csinode()?;
+                let Some(list) = new.and_then(|n| n.storage_health()) else {
+                    return Ok(None);
+                };
+                plan::csinode(
+                    list,
+                    old.and_then(|n| n.storage_health()),
+                    settings.storage_condition_identity,
+                    &mut sink,
+                )
+            }
+        };
+        let Some(value) = value else { return Ok(None) };
+        if value.len() > MAX_REPAIRED_BYTES {
+            return Err(RepairError::TooLarge {
+                field: resource.gated_field(),
+            });
+        }
+        let value = RawValue::from_string(value).expect("repair writes JSON");
+        Ok(Some(Repaired {
+            resource,
+            pointer: repaired_pointer(resource),
+            value,
+            counts,
+        }))
+    }
+}
+
+/// Where the repaired list goes: a claim's conditions, a pod's or a CSINode's entries.
+fn repaired_pointer(resource: HealthResource) -> &'static str {
+    match resource {
+        HealthResource::PersistentVolumeClaims => "/status/healthStatus/healthConditions",
+        HealthResource::Pods => "/status/volumeHealth",
+        HealthResource::CsiNodes => "/status/storageHealth",
+    }
+}
+
+/// The names of a pod's `spec.volumes`, hashed.
+struct Volumes(std::collections::HashSet<u128>);
+
+impl Volumes {
+    fn of(list: Option<&RawList<'_, NameView<'_>>>) -> Self {
+        let mut names = std::collections::HashSet::new();
+        if let Some(list) = list {
+            list.walk(|_, volume| {
+                if let Some(name) = &volume.name {
+                    names.insert(hash128(&**name));
+                }
+                Walk::Next
+            });
+        }
+        Volumes(names)
+    }
+
+    fn contains(&self, name: &str) -> bool {
+        self.0.contains(&hash128(name))
+    }
+}
