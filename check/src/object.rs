@@ -12,7 +12,6 @@ use volume_health_validation::{
     AdmissionRequest, ErrorList, HealthResource, Operation, Settings, UserInfo, Verdict,
 };
 
-
 /// The members of an object that say what it is, and the one the node rules read of an old pod.
 #[derive(Debug, Default)]
 pub(crate) struct Header<'a> {

@@ -626,7 +626,11 @@ impl Statuses for CSINode {
             for c in entry.health_conditions.iter().flatten() {
                 // A volume status is no storage status.
                 let valid = c.status.starts_with("Storage");
-                statuses.push(if valid { c.status.clone() } else { String::new() });
+                statuses.push(if valid {
+                    c.status.clone()
+                } else {
+                    String::new()
+                });
             }
         }
         out

@@ -315,7 +315,10 @@ impl<'a> AdmissionRequest<'a> {
     }
 
     /// The answer that denies this request with `status`.
-    pub fn deny(&self, status: k8s_openapi::apimachinery::pkg::apis::meta::v1::Status) -> Response<'_> {
+    pub fn deny(
+        &self,
+        status: k8s_openapi::apimachinery::pkg::apis::meta::v1::Status,
+    ) -> Response<'_> {
         Response::deny(&self.uid, status)
     }
 

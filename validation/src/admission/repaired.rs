@@ -167,7 +167,9 @@ impl<'a> AdmissionRequest<'a> {
             return Ok(None);
         };
         // The apiserver keeps the stored status on a write of the main resource.
-        if self.subresource() != "status" || !matches!(self.validate(settings)?, Verdict::Invalid(_)) {
+        if self.subresource() != "status"
+            || !matches!(self.validate(settings)?, Verdict::Invalid(_))
+        {
             return Ok(None);
         }
         let mut counts = Vec::new();
@@ -196,6 +198,7 @@ impl<'a> AdmissionRequest<'a> {
                     list,
                     old.and_then(|p| p.volume_health()),
                     &|name| volumes.contains(name),
+                    MAX_REPAIRED_BYTES,
                     &mut sink,
                 )
             }
@@ -209,6 +212,7 @@ impl<'a> AdmissionRequest<'a> {
                     list,
                     old.and_then(|n| n.storage_health()),
                     settings.storage_condition_identity,
+                    MAX_REPAIRED_BYTES,
                     &mut sink,
                 )
             }

@@ -138,9 +138,7 @@ impl RepairKind {
     pub fn label(&self) -> &'static str {
         match self {
             RepairKind::ImpossibleCondition(_) => "impossible_status",
-            RepairKind::ReplacedField(Impossible::Reason | Impossible::Status) => {
-                "replaced_reason"
-            }
+            RepairKind::ReplacedField(Impossible::Reason | Impossible::Status) => "replaced_reason",
             RepairKind::ReplacedField(Impossible::AccessMode) => "replaced_access_mode",
             RepairKind::ReplacedField(Impossible::VolumeMode) => "replaced_volume_mode",
             RepairKind::DuplicateCondition => "duplicate_condition",

@@ -56,9 +56,7 @@ mod tests;
 
 use std::collections::HashSet;
 
-use k8s_openapi::api::core::v1::{
-    PersistentVolumeClaim, Pod, PodVolumeHealth, VolumeHealthStatus,
-};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodVolumeHealth, VolumeHealthStatus};
 use k8s_openapi::api::storage::v1::{CSINode, StorageHealth};
 use serde::de::DeserializeOwned;
 
@@ -130,7 +128,7 @@ pub fn repair_pod_volume_health(
     let repaired = {
         let view = typed_pod_volume_health(new);
         let old = old.map(typed_pod_volume_health);
-        plan::pod(&view, old.as_ref(), &volume_exists, &mut |r| {
+        plan::pod(&view, old.as_ref(), &volume_exists, usize::MAX, &mut |r| {
             repairs.push(r)
         })
     };
@@ -164,7 +162,9 @@ pub fn repair_storage_health(
     let repaired = {
         let view = typed_storage_health(new);
         let old = old.map(typed_storage_health);
-        plan::csinode(&view, old.as_ref(), identity, &mut |r| repairs.push(r))
+        plan::csinode(&view, old.as_ref(), identity, usize::MAX, &mut |r| {
+            repairs.push(r)
+        })
     };
     if let Some(json) = repaired {
         *new = typed(&json);

@@ -267,11 +267,13 @@ impl StoredVolume for StoredEntry<'_> {
 }
 
 /// A pod's `status.volumeHealth`, repaired against the stored `old`; `volume_exists` tells
-/// whether a name is one of the pod's `spec.volumes`. The repaired list as JSON, or `None`.
+/// whether a name is one of the pod's `spec.volumes`. The repaired list as JSON, or `None`;
+/// writing stops once it is longer than `limit` bytes, which the caller then refuses.
 pub(crate) fn pod(
     list: &RawList<'_, PodVolumeHealthView<'_>>,
     old: Option<&RawList<'_, PodVolumeHealthView<'_>>>,
     volume_exists: &dyn Fn(&str) -> bool,
+    limit: usize,
     sink: Sink<'_>,
 ) -> Option<String> {
     let path = ListPath::Entries("volumeHealth");
@@ -368,14 +370,22 @@ pub(crate) fn pod(
             }
         } else if group.has_conditions {
             out.push_str(",\"healthConditions\":");
-            write_kept(&mut out, group.selection.as_ref().map_or(&[], Selection::kept));
+            write_kept(
+                &mut out,
+                group.selection.as_ref().map_or(&[], Selection::kept),
+            );
         }
         if let Some(time) = &entry.last_transition_time {
             out.push_str(",\"lastTransitionTime\":");
             write_json(&mut out, time);
         }
         out.push('}');
-        Walk::Next
+        // Past the limit the list is not made: stop writing, the caller refuses it whole.
+        if out.len() > limit {
+            Walk::Stop
+        } else {
+            Walk::Next
+        }
     });
     out.push(']');
     Some(out)
@@ -444,6 +454,7 @@ pub(crate) fn csinode(
     list: &RawList<'_, StorageHealthView<'_>>,
     old: Option<&RawList<'_, StorageHealthView<'_>>>,
     identity: ConditionIdentity,
+    limit: usize,
     sink: Sink<'_>,
 ) -> Option<String> {
     let path = ListPath::Entries("storageHealth");
@@ -516,10 +527,18 @@ pub(crate) fn csinode(
         write_json(&mut out, &*entry.name);
         if group.has_conditions {
             out.push_str(",\"healthConditions\":");
-            write_kept(&mut out, group.selection.as_ref().map_or(&[], Selection::kept));
+            write_kept(
+                &mut out,
+                group.selection.as_ref().map_or(&[], Selection::kept),
+            );
         }
         out.push('}');
-        Walk::Next
+        // Past the limit the list is not made: stop writing, the caller refuses it whole.
+        if out.len() > limit {
+            Walk::Stop
+        } else {
+            Walk::Next
+        }
     });
     out.push(']');
     Some(out)

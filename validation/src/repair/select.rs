@@ -87,10 +87,7 @@ impl ListPath {
             ListPath::Entries(field) => {
                 let entries = status.child(field);
                 let entry = entries.index(at.entry);
-                entry
-                    .child("healthConditions")
-                    .index(at.index)
-                    .to_string()
+                entry.child("healthConditions").index(at.index).to_string()
             }
         }
     }
@@ -174,7 +171,10 @@ impl Selection {
 
 /// A message as a repair leaves it: the driver's words, then the original of each field
 /// replaced, where it fits.
-fn message_with<'m>(message: Option<&'m str>, replaced: &[(Impossible, &str)]) -> Option<Cow<'m, str>> {
+fn message_with<'m>(
+    message: Option<&'m str>,
+    replaced: &[(Impossible, &str)],
+) -> Option<Cow<'m, str>> {
     let notes: Vec<String> = replaced
         .iter()
         .filter(|(_, original)| !original.is_empty())
@@ -200,7 +200,12 @@ fn field_name(field: Impossible) -> &'static str {
 }
 
 /// Cuts `message` to at most `max` bytes at a character boundary, reporting it at `path`.
-fn cut<'m>(message: Cow<'m, str>, max: usize, path: impl FnOnce() -> String, sink: Sink<'_>) -> Cow<'m, str> {
+fn cut<'m>(
+    message: Cow<'m, str>,
+    max: usize,
+    path: impl FnOnce() -> String,
+    sink: Sink<'_>,
+) -> Cow<'m, str> {
     let from = message.len();
     if from <= max {
         return message;
@@ -284,7 +289,10 @@ pub(crate) fn volume_condition(
             kind: RepairKind::ReplacedField(Impossible::Reason),
         });
     }
-    let notes: Vec<(Impossible, &str)> = replaced.map(|r| (Impossible::Reason, r)).into_iter().collect();
+    let notes: Vec<(Impossible, &str)> = replaced
+        .map(|r| (Impossible::Reason, r))
+        .into_iter()
+        .collect();
     let mut message = message_with(c.message.as_deref(), &notes);
     let unchanged = stored.message_of(status, reason) == Some(message_hash(message.as_deref()));
     if !unchanged {
@@ -369,8 +377,18 @@ pub(crate) fn storage_condition(
         None
     };
     let mut owned_notes: Vec<(Impossible, String)> = Vec::new();
-    let access_mode = mode(&c.access_mode, ACCESS_MODES, Impossible::AccessMode, &mut owned_notes);
-    let volume_mode = mode(&c.volume_mode, VOLUME_MODES, Impossible::VolumeMode, &mut owned_notes);
+    let access_mode = mode(
+        &c.access_mode,
+        ACCESS_MODES,
+        Impossible::AccessMode,
+        &mut owned_notes,
+    );
+    let volume_mode = mode(
+        &c.volume_mode,
+        VOLUME_MODES,
+        Impossible::VolumeMode,
+        &mut owned_notes,
+    );
     notes.extend(owned_notes.iter().map(|(f, v)| (*f, v.as_str())));
     for (field, _) in &notes {
         sink(Repair {
@@ -390,7 +408,12 @@ pub(crate) fn storage_condition(
     };
     Some(Candidate {
         json: json(&out),
-        identity: hash128(&(status, reason, access_mode.as_deref(), volume_mode.as_deref())),
+        identity: hash128(&(
+            status,
+            reason,
+            access_mode.as_deref(),
+            volume_mode.as_deref(),
+        )),
         content: storage_content(
             status,
             reason,
