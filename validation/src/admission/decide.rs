@@ -55,12 +55,12 @@ impl AdmissionRequest<'_> {
                 let Some(new) = new.filter(|_| validates_fields(self.subresource())) else {
                     return Ok(Verdict::Allowed);
                 };
-                let volumes = NameSet::default();
+                let volumes = NameSet::new(new.volumes(), new.volume_health());
                 let mut errors = settings.errors();
                 check_pod_volume_health(
                     new.volume_health(),
                     old.and_then(PodView::volume_health),
-                    |name| volumes.contains(new.volumes(), name),
+                    |name| volumes.contains(name),
                     &mut errors,
                 );
                 Ok(self.invalid_or_allowed(resource, object_name, errors))

@@ -5,16 +5,16 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 
 use super::{AdmissionRequest, DecodeError, Settings, Verdict};
-use crate::decode::{NameView, RawList, Walk, hash128};
 use crate::repair::{Repair, plan};
 use crate::resource::HealthResource;
 
 /// The most paths one kind of repair names in its warning; the rest are counted.
 pub const PATHS_PER_WARNING: usize = 5;
 
-/// The largest repaired list made, in bytes of JSON: etcd's default request limit (1.5 MiB),
-/// which no stored object exceeds. A larger one is a writer gone wrong, and making it would cost
-/// the webhook several times its size for an answer the apiserver could not store.
+/// The most a repair holds and writes, in bytes: etcd's default request limit (1.5 MiB), which
+/// no stored object exceeds. A repair that needs more is of a writer gone wrong (tens of
+/// thousands of entries, or lists longer than an object can be); making it would cost the
+/// webhook several times its size for an answer the apiserver could not store.
 pub const MAX_REPAIRED_BYTES: usize = 3 * 512 * 1024;
 
 /// Why a write validation refuses is not repaired. It is then answered as without repair.
@@ -23,8 +23,8 @@ pub enum RepairError {
     /// An object is not its kind (validation answers that).
     #[error(transparent)]
     Decode(#[from] DecodeError),
-    /// The repaired list would be larger than [`MAX_REPAIRED_BYTES`].
-    #[error("the repaired {field} would take more than {MAX_REPAIRED_BYTES} bytes")]
+    /// The repair would hold or write more than [`MAX_REPAIRED_BYTES`].
+    #[error("repairing {field} would take more than {MAX_REPAIRED_BYTES} bytes")]
     TooLarge {
         /// The gated field.
         field: &'static str,
@@ -177,6 +177,9 @@ impl<'a> AdmissionRequest<'a> {
             Repaired::add(&mut counts, &repair);
             each(&repair);
         };
+        let too_large = |_| RepairError::TooLarge {
+            field: resource.gated_field(),
+        };
         let value = match resource {
             HealthResource::PersistentVolumeClaims => {
                 let new = self.object.as_claim()?;
@@ -184,7 +187,8 @@ impl<'a> AdmissionRequest<'a> {
                 let Some(new) = new.and_then(|c| c.health_status()) else {
                     return Ok(None);
                 };
-                plan::claim(new, old.and_then(|c| c.health_status()), &mut sink)
+                let old = old.and_then(|c| c.health_status());
+                plan::claim(new, old, MAX_REPAIRED_BYTES, &mut sink)
             }
             HealthResource::Pods => {
                 let new = self.object.as_pod()?;
@@ -193,11 +197,10 @@ impl<'a> AdmissionRequest<'a> {
                 let Some(list) = pod.volume_health() else {
                     return Ok(None);
                 };
-                let volumes = Volumes::of(pod.volumes());
                 plan::pod(
                     list,
                     old.and_then(|p| p.volume_health()),
-                    &|name| volumes.contains(name),
+                    plan::Volumes::Listed(pod.volumes()),
                     MAX_REPAIRED_BYTES,
                     &mut sink,
                 )
@@ -217,12 +220,9 @@ impl<'a> AdmissionRequest<'a> {
                 )
             }
         };
-        let Some(value) = value else { return Ok(None) };
-        if value.len() > MAX_REPAIRED_BYTES {
-            return Err(RepairError::TooLarge {
-                field: resource.gated_field(),
-            });
-        }
+        let Some(value) = value.map_err(too_large)? else {
+            return Ok(None);
+        };
         let value = RawValue::from_string(value).expect("repair writes JSON");
         Ok(Some(Repaired {
             resource,
@@ -239,27 +239,5 @@ fn repaired_pointer(resource: HealthResource) -> &'static str {
         HealthResource::PersistentVolumeClaims => "/status/healthStatus/healthConditions",
         HealthResource::Pods => "/status/volumeHealth",
         HealthResource::CsiNodes => "/status/storageHealth",
-    }
-}
-
-/// The names of a pod's `spec.volumes`, hashed.
-struct Volumes(std::collections::HashSet<u128>);
-
-impl Volumes {
-    fn of(list: Option<&RawList<'_, NameView<'_>>>) -> Self {
-        let mut names = std::collections::HashSet::new();
-        if let Some(list) = list {
-            list.walk(|_, volume| {
-                if let Some(name) = &volume.name {
-                    names.insert(hash128(&**name));
-                }
-                Walk::Next
-            });
-        }
-        Volumes(names)
-    }
-
-    fn contains(&self, name: &str) -> bool {
-        self.0.contains(&hash128(name))
     }
 }

@@ -91,9 +91,10 @@ pub fn repair_volume_health_status(
     let repaired = {
         let view = typed_health_status(new);
         let old = old.map(typed_health_status);
-        plan::claim(&view, old.as_ref(), &mut |r| repairs.push(r))
+        plan::claim(&view, old.as_ref(), usize::MAX, &mut |r| repairs.push(r))
     };
-    if let Some(json) = repaired {
+    // Nothing is too large without a limit.
+    if let Ok(Some(json)) = repaired {
         new.health_conditions = Some(typed(&json));
     }
     repairs
@@ -128,11 +129,13 @@ pub fn repair_pod_volume_health(
     let repaired = {
         let view = typed_pod_volume_health(new);
         let old = old.map(typed_pod_volume_health);
-        plan::pod(&view, old.as_ref(), &volume_exists, usize::MAX, &mut |r| {
+        let volumes = plan::Volumes::Lookup(&volume_exists);
+        plan::pod(&view, old.as_ref(), volumes, usize::MAX, &mut |r| {
             repairs.push(r)
         })
     };
-    if let Some(json) = repaired {
+    // Nothing is too large without a limit.
+    if let Ok(Some(json)) = repaired {
         *new = typed(&json);
     }
     repairs
@@ -166,7 +169,8 @@ pub fn repair_storage_health(
             repairs.push(r)
         })
     };
-    if let Some(json) = repaired {
+    // Nothing is too large without a limit.
+    if let Ok(Some(json)) = repaired {
         *new = typed(&json);
     }
     repairs

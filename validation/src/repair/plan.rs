@@ -1,13 +1,14 @@
 //! Repair over the views a request holds: each gated field's list walked a bounded number of
 //! times, whatever its length, and its repaired value written as JSON for one `replace`.
 //!
-//! Entries are walked three times at most: once to group them by name, once to choose their
-//! conditions, once to write. What is held between the walks is bounded per entry (its group)
-//! and per group (at most [`MAX_HEALTH_CONDITIONS`](crate::rules::MAX_HEALTH_CONDITIONS)
-//! conditions, as they will be written), so a long list is never held decoded.
+//! What is held between the walks is counted against a limit ([`Budget`]): a record per name
+//! of entry, and the conditions kept of each list that needs a repair (at most
+//! [`MAX_HEALTH_CONDITIONS`](crate::rules::MAX_HEALTH_CONDITIONS), as they will be written).
+//! A list of entries that needs no repair is held as nothing: it is written again from the
+//! views. So a long list is never held decoded, and a repair that would hold or write more than
+//! the limit stops early ([`TooLarge`]).
 
 use std::collections::HashMap;
-use std::fmt::Write as _;
 
 use serde::Serialize;
 
@@ -17,11 +18,46 @@ use super::select::{
     storage_content, volume_condition, volume_identity,
 };
 use crate::decode::{
-    HealthStatusView, PodVolumeHealthView, RawList, StorageConditionView, StorageHealthView,
-    VolumeConditionView, Walk, hash128, same_list,
+    HealthStatusView, NameView, PodVolumeHealthView, RawList, StorageConditionView,
+    StorageHealthView, VolumeConditionView, Walk, hash128, same_list,
 };
 use crate::rules::ConditionIdentity;
 use crate::rules::names::{is_condition_reason, is_csi_driver_name};
+
+/// The repair would hold or write more than its limit: not made.
+#[derive(Debug)]
+pub(crate) struct TooLarge;
+
+/// What a repair of one list gives: the repaired list as JSON, `None` when nothing is repaired.
+pub(crate) type Planned = Result<Option<String>, TooLarge>;
+
+/// What a repair holds and writes, counted against a limit as it grows.
+struct Budget {
+    limit: usize,
+    used: usize,
+}
+
+impl Budget {
+    fn new(limit: usize) -> Self {
+        Budget { limit, used: 0 }
+    }
+
+    fn add(&mut self, bytes: usize) -> Result<(), TooLarge> {
+        self.used = self.used.saturating_add(bytes);
+        if self.used > self.limit {
+            Err(TooLarge)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn sub(&mut self, bytes: usize) {
+        self.used = self.used.saturating_sub(bytes);
+    }
+}
+
+/// What one hashed map entry costs, about: its key, its value and the table's slack.
+const MAP_ENTRY_BYTES: usize = 48;
 
 /// A sink that counts what passes to the one it wraps.
 struct Counted<'s> {
@@ -41,17 +77,27 @@ impl Counted<'_> {
 struct StoredList(HashMap<u128, u128>);
 
 impl StoredList {
-    fn of(list: Option<&RawList<'_, VolumeConditionView<'_>>>) -> Self {
+    fn of(
+        list: Option<&RawList<'_, VolumeConditionView<'_>>>,
+        budget: &mut Budget,
+    ) -> Result<Self, TooLarge> {
         let mut stored = HashMap::new();
+        let mut result = Ok(());
         if let Some(list) = list {
             list.walk(|_, c| {
-                stored
-                    .entry(volume_identity(&c.status, &c.reason))
-                    .or_insert_with(|| message_hash(c.message.as_deref()));
-                Walk::Next
+                let key = volume_identity(&c.status, &c.reason);
+                if let std::collections::hash_map::Entry::Vacant(slot) = stored.entry(key) {
+                    slot.insert(message_hash(c.message.as_deref()));
+                    result = budget.add(MAP_ENTRY_BYTES);
+                }
+                if result.is_err() {
+                    Walk::Stop
+                } else {
+                    Walk::Next
+                }
             });
         }
-        StoredList(stored)
+        result.map(|()| StoredList(stored))
     }
 }
 
@@ -92,19 +138,22 @@ fn write_json<T: Serialize + ?Sized>(out: &mut String, value: &T) {
     out.push_str(&text);
 }
 
-/// A claim's `status.healthStatus.healthConditions`, repaired against the stored `old`: the
-/// repaired list as JSON, or `None` when nothing is repaired.
+/// A claim's `status.healthStatus.healthConditions`, repaired against the stored `old`.
 pub(crate) fn claim(
     new: &HealthStatusView<'_>,
     old: Option<&HealthStatusView<'_>>,
+    limit: usize,
     sink: Sink<'_>,
-) -> Option<String> {
-    let list = new.health_conditions.as_ref()?;
+) -> Planned {
+    let Some(list) = new.health_conditions.as_ref() else {
+        return Ok(None);
+    };
     let stored = old.and_then(|old| old.health_conditions.as_ref());
     if !has_reason_out_of_format(Some(list)) && same_list(Some(list), stored) {
-        return None;
+        return Ok(None);
     }
-    let stored = StoredList::of(stored);
+    let mut budget = Budget::new(limit);
+    let stored = StoredList::of(stored, &mut budget)?;
     let mut sink = Counted { sink, made: 0 };
     let path = ListPath::Claim;
     let mut selection = Selection::new(path, Some(RepairKind::DuplicateCondition));
@@ -117,86 +166,178 @@ pub(crate) fn claim(
         Walk::Next
     });
     if sink.made == 0 {
-        return None;
+        return Ok(None);
     }
     let mut out = String::new();
     write_kept(&mut out, selection.kept());
-    Some(out)
+    Ok(Some(out))
 }
 
-/// What repair decided of one entry of a list of entries.
-#[derive(Clone, Copy)]
-enum Entry {
-    Dropped,
-    /// In this group; the group's first entry is where the group is written.
-    In(u32),
+/// How the conditions of a group of entries are written.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Conditions {
+    /// Not chosen yet.
+    Open,
+    /// As they are: the group is one entry that needs no repair.
+    AsThey,
+    /// The kept conditions of this selection.
+    Chosen(u32),
 }
 
-/// Entries of one name.
+/// The entries of one name.
 struct Group {
-    first: usize,
+    /// The input index of its first entry, where the group is written.
+    first: u32,
     members: u32,
     /// Whether one of them has a `healthConditions` member.
     has_conditions: bool,
-    /// Written as it is: a single entry equal to the stored entry of its name.
-    verbatim: bool,
-    selection: Option<Selection>,
+    /// Why the whole group is dropped (every entry of a name shares the reason).
+    dropped: Option<RepairKind>,
+    conditions: Conditions,
 }
 
-impl Group {
-    fn new(first: usize) -> Self {
-        Group {
-            first,
-            members: 0,
-            has_conditions: false,
-            verbatim: false,
-            selection: None,
+/// Entries grouped by name, in order of first appearance.
+struct Groups {
+    by_name: HashMap<u128, u32>,
+    groups: Vec<Group>,
+    selections: Vec<Selection>,
+}
+
+impl Groups {
+    /// Groups `list` by `name`, counting each group against `budget`.
+    fn of<'a, T>(
+        list: &RawList<'a, T>,
+        name: impl Fn(&T) -> &str,
+        has_conditions: impl Fn(&T) -> bool,
+        budget: &mut Budget,
+    ) -> Result<Self, TooLarge>
+    where
+        T: serde::Deserialize<'a> + crate::decode::Fingerprinted,
+    {
+        let mut grouped = Groups {
+            by_name: HashMap::new(),
+            groups: Vec::new(),
+            selections: Vec::new(),
+        };
+        let mut result = Ok(());
+        list.walk(|i, entry| {
+            let next = u32::try_from(grouped.groups.len()).unwrap_or(u32::MAX);
+            let g = *grouped.by_name.entry(hash128(name(entry))).or_insert(next);
+            if g == next {
+                grouped.groups.push(Group {
+                    first: u32::try_from(i).unwrap_or(u32::MAX),
+                    members: 0,
+                    has_conditions: false,
+                    dropped: None,
+                    conditions: Conditions::Open,
+                });
+                result = budget.add(std::mem::size_of::<Group>() + MAP_ENTRY_BYTES);
+            }
+            let group = &mut grouped.groups[g as usize];
+            group.members += 1;
+            group.has_conditions |= has_conditions(entry);
+            if result.is_err() {
+                Walk::Stop
+            } else {
+                Walk::Next
+            }
+        });
+        result.map(|()| grouped)
+    }
+
+    fn of_name(&self, name: &str) -> u32 {
+        self.by_name
+            .get(&hash128(name))
+            .copied()
+            .unwrap_or(u32::MAX)
+    }
+
+    /// The selection of group `g`, made when first asked.
+    fn selection(&mut self, g: u32, make: impl FnOnce() -> Selection) -> &mut Selection {
+        let group = &mut self.groups[g as usize];
+        let index = match group.conditions {
+            Conditions::Chosen(index) => index,
+            _ => {
+                let index = u32::try_from(self.selections.len()).unwrap_or(u32::MAX);
+                self.selections.push(make());
+                group.conditions = Conditions::Chosen(index);
+                index
+            }
+        };
+        &mut self.selections[index as usize]
+    }
+
+    fn kept(&self, group: &Group) -> &[Candidate] {
+        match group.conditions {
+            Conditions::Chosen(index) => self.selections[index as usize].kept(),
+            _ => &[],
         }
     }
 }
 
-/// Groups entries by name, in order of first appearance; an entry `keep` refuses is dropped.
-/// A later entry of a name is merged into the first (reported).
-fn group<'a, T>(
-    list: &RawList<'a, T>,
-    name: impl Fn(&T) -> &str,
-    has_conditions: impl Fn(&T) -> bool,
-    keep: &mut dyn FnMut(usize, &T) -> Option<RepairKind>,
-    path: ListPath,
+/// Reports an entry's own repair, before its conditions': dropped with its group, or merged
+/// into the first entry of its name. `true` when the entry is kept.
+fn report_entry(groups: &Groups, g: u32, i: usize, path: ListPath, sink: &mut Counted<'_>) -> bool {
+    let group = &groups.groups[g as usize];
+    if let Some(kind) = group.dropped {
+        sink.report(Repair {
+            path: path.entry(i),
+            kind,
+        });
+        return false;
+    }
+    if group.first as usize != i {
+        sink.report(Repair {
+            path: path.entry(i),
+            kind: RepairKind::MergedEntry,
+        });
+    }
+    true
+}
+
+/// Offers an entry's conditions to its group's selection. A group of one entry is tried
+/// alone first: when nothing of it is repaired it is written as it is, and nothing is held.
+fn choose<'c, C>(
+    groups: &mut Groups,
+    g: u32,
+    conditions: Option<&RawList<'c, C>>,
+    make: &dyn Fn() -> Selection,
+    candidate: &mut dyn FnMut(usize, &C, Sink<'_>) -> Option<Candidate>,
+    budget: &mut Budget,
     sink: &mut Counted<'_>,
-) -> (Vec<Entry>, Vec<Group>)
+) -> Result<(), TooLarge>
 where
-    T: serde::Deserialize<'a> + crate::decode::Fingerprinted,
+    C: serde::Deserialize<'c> + crate::decode::Fingerprinted + 'c,
 {
-    let mut entries = Vec::with_capacity(list.len());
-    let mut groups: Vec<Group> = Vec::new();
-    let mut by_name: HashMap<u128, u32> = HashMap::new();
-    list.walk(|i, entry| {
-        if let Some(kind) = keep(i, entry) {
-            sink.report(Repair {
-                path: path.entry(i),
-                kind,
-            });
-            entries.push(Entry::Dropped);
-            return Walk::Next;
-        }
-        let next = u32::try_from(groups.len()).unwrap_or(u32::MAX);
-        let g = *by_name.entry(hash128(name(entry))).or_insert(next);
-        if g == next {
-            groups.push(Group::new(i));
-        } else {
-            sink.report(Repair {
-                path: path.entry(i),
-                kind: RepairKind::MergedEntry,
+    let mut offer_all = |selection: &mut Selection, sink: &mut Counted<'_>| {
+        if let Some(conditions) = conditions {
+            conditions.walk(|index, c| {
+                let mut report = |r| sink.report(r);
+                if let Some(kept) = candidate(index, c, &mut report) {
+                    selection.offer(kept, &mut report);
+                }
+                Walk::Next
             });
         }
-        let group = &mut groups[g as usize];
-        group.members += 1;
-        group.has_conditions |= has_conditions(entry);
-        entries.push(Entry::In(g));
-        Walk::Next
-    });
-    (entries, groups)
+    };
+    if groups.groups[g as usize].members == 1 {
+        let mut alone = make();
+        let made = sink.made;
+        offer_all(&mut alone, sink);
+        if sink.made == made {
+            groups.groups[g as usize].conditions = Conditions::AsThey;
+            return Ok(());
+        }
+        budget.add(alone.bytes())?;
+        *groups.selection(g, make) = alone;
+        Ok(())
+    } else {
+        let selection = groups.selection(g, make);
+        let before = selection.bytes();
+        offer_all(selection, sink);
+        budget.sub(before);
+        budget.add(selection.bytes())
+    }
 }
 
 /// A hash of a volume condition list's items, every member, in order: absent and empty alike.
@@ -212,6 +353,7 @@ fn volume_list_hash(list: Option<&RawList<'_, VolumeConditionView<'_>>>) -> u128
 }
 
 /// The stored entries of a pod, first of each name, as repair matches them.
+#[derive(Default)]
 struct StoredPod {
     /// Each name's conditions, hashed whole.
     lists: HashMap<u128, u128>,
@@ -221,13 +363,13 @@ struct StoredPod {
 }
 
 impl StoredPod {
-    fn of(old: Option<&RawList<'_, PodVolumeHealthView<'_>>>) -> Self {
-        let mut stored = StoredPod {
-            lists: HashMap::new(),
-            conditions: HashMap::new(),
-            unnamed: false,
-        };
-        let Some(old) = old else { return stored };
+    fn of(
+        old: Option<&RawList<'_, PodVolumeHealthView<'_>>>,
+        budget: &mut Budget,
+    ) -> Result<Self, TooLarge> {
+        let mut stored = StoredPod::default();
+        let Some(old) = old else { return Ok(stored) };
+        let mut result = Ok(());
         old.walk(|_, entry| {
             let name = hash128(&*entry.name);
             if stored.lists.contains_key(&name) {
@@ -236,18 +378,27 @@ impl StoredPod {
             stored.unnamed |= entry.name.is_empty();
             let conditions = entry.health_conditions.as_ref();
             stored.lists.insert(name, volume_list_hash(conditions));
+            let mut held = 1;
             if let Some(conditions) = conditions {
                 conditions.walk(|_, c| {
                     stored
                         .conditions
                         .entry(hash128(&(&*entry.name, &*c.status, &*c.reason)))
-                        .or_insert_with(|| message_hash(c.message.as_deref()));
+                        .or_insert_with(|| {
+                            held += 1;
+                            message_hash(c.message.as_deref())
+                        });
                     Walk::Next
                 });
             }
-            Walk::Next
+            result = budget.add(held * MAP_ENTRY_BYTES);
+            if result.is_err() {
+                Walk::Stop
+            } else {
+                Walk::Next
+            }
         });
-        stored
+        result.map(|()| stored)
     }
 }
 
@@ -266,129 +417,193 @@ impl StoredVolume for StoredEntry<'_> {
     }
 }
 
-/// A pod's `status.volumeHealth`, repaired against the stored `old`; `volume_exists` tells
-/// whether a name is one of the pod's `spec.volumes`. The repaired list as JSON, or `None`;
-/// writing stops once it is longer than `limit` bytes, which the caller then refuses.
+/// Where a pod's volume names come from: its `spec.volumes`, or a writer's lookup.
+pub(crate) enum Volumes<'v, 'a> {
+    /// `spec.volumes` of the pod written.
+    Listed(Option<&'v RawList<'a, NameView<'a>>>),
+    /// Whether a name is a volume of the pod.
+    Lookup(&'v dyn Fn(&str) -> bool),
+}
+
+/// A pod's `status.volumeHealth`, repaired against the stored `old`. Writing stops once the
+/// list is longer than `limit` bytes, and nothing is made past it.
 pub(crate) fn pod(
     list: &RawList<'_, PodVolumeHealthView<'_>>,
     old: Option<&RawList<'_, PodVolumeHealthView<'_>>>,
-    volume_exists: &dyn Fn(&str) -> bool,
+    volumes: Volumes<'_, '_>,
     limit: usize,
     sink: Sink<'_>,
-) -> Option<String> {
+) -> Planned {
     let path = ListPath::Entries("volumeHealth");
-    let mut sink = Counted { sink, made: 0 };
-    // Handwritten upstream, never ratcheted: the volume must exist, the reasons be in format.
-    let mut handwritten = false;
-    let mut unknown = Vec::new();
-    list.walk(|i, entry| {
-        let exists = entry.name.is_empty() || volume_exists(&entry.name);
-        if !exists {
-            unknown.push(i);
-        }
-        handwritten |= !exists || has_reason_out_of_format(entry.health_conditions.as_ref());
-        Walk::Next
-    });
-    // Declarative upstream: nothing more when the list is the stored one.
-    if !handwritten && same_list(Some(list), old) {
-        return None;
-    }
-    let stored = StoredPod::of(old);
-    let mut unknown = unknown.into_iter().peekable();
-    let (entries, mut groups) = group(
+    let mut budget = Budget::new(limit);
+    let mut groups = Groups::of(
         list,
         |e| &e.name,
         |e| e.health_conditions.is_some(),
-        &mut |i, entry| {
-            if unknown.next_if_eq(&i).is_some() {
-                Some(RepairKind::UnknownVolume)
-            } else if entry.name.is_empty() && !stored.unnamed {
-                // A stored entry without a name is matched and accepted again.
-                Some(RepairKind::UnnamedEntry)
-            } else {
-                None
+        &mut budget,
+    )?;
+    // Handwritten upstream, never ratcheted: the volume must exist, the reasons be in format.
+    // Every entry of a name shares its volume, so a name's existence is looked up once.
+    let mut exists = vec![false; groups.groups.len()];
+    let mut out_of_format = false;
+    match volumes {
+        Volumes::Listed(listed) => {
+            if let Some(listed) = listed {
+                listed.walk(|_, volume| {
+                    if let Some(name) = &volume.name {
+                        if let Some(&g) = groups.by_name.get(&hash128(&**name)) {
+                            exists[g as usize] = true;
+                        }
+                    }
+                    Walk::Next
+                });
             }
-        },
-        path,
-        &mut sink,
-    );
+        }
+        Volumes::Lookup(_) => {}
+    }
     list.walk(|i, entry| {
-        let Entry::In(g) = entries[i] else {
+        let g = groups.of_name(&entry.name) as usize;
+        if let Volumes::Lookup(lookup) = &volumes {
+            if groups.groups[g].first as usize == i {
+                exists[g] = lookup(&entry.name);
+            }
+        }
+        out_of_format |= has_reason_out_of_format(entry.health_conditions.as_ref());
+        Walk::Next
+    });
+    // An entry without a name is Required, not NotFound: it is decided below.
+    let unnamed = groups.by_name.get(&hash128("")).copied();
+    let mut unknown = false;
+    for (g, (group, exists)) in groups.groups.iter_mut().zip(&exists).enumerate() {
+        if !*exists && unnamed != u32::try_from(g).ok() {
+            group.dropped = Some(RepairKind::UnknownVolume);
+            unknown = true;
+        }
+    }
+    // Declarative upstream: nothing more when the list is the stored one.
+    if !unknown && !out_of_format && same_list(Some(list), old) {
+        return Ok(None);
+    }
+    let stored = StoredPod::of(old, &mut budget)?;
+    if let Some(&g) = groups.by_name.get(&hash128("")) {
+        // A stored entry without a name is matched and accepted again.
+        let group = &mut groups.groups[g as usize];
+        group.dropped = (!stored.unnamed).then_some(RepairKind::UnnamedEntry);
+    }
+    let mut sink = Counted { sink, made: 0 };
+    let make = || Selection::new(path, Some(RepairKind::DuplicateCondition));
+    let mut result = Ok(());
+    list.walk(|i, entry| {
+        let g = groups.of_name(&entry.name);
+        if !report_entry(&groups, g, i, path, &mut sink) {
             return Walk::Next;
-        };
-        let group = &mut groups[g as usize];
+        }
         let conditions = entry.health_conditions.as_ref();
+        let group = &groups.groups[g as usize];
         if group.members == 1
             && !has_reason_out_of_format(conditions)
             && stored.lists.get(&hash128(&*entry.name)) == Some(&volume_list_hash(conditions))
         {
-            group.verbatim = true;
+            // The stored entry: the rules do not check it again.
+            groups.groups[g as usize].conditions = Conditions::AsThey;
             return Walk::Next;
         }
-        let selection = group
-            .selection
-            .get_or_insert_with(|| Selection::new(path, Some(RepairKind::DuplicateCondition)));
         let matched = StoredEntry {
             stored: &stored,
             name: &entry.name,
         };
-        if let Some(conditions) = conditions {
-            conditions.walk(|index, c| {
-                let at = Origin { entry: i, index };
-                let mut report = |r| sink.report(r);
-                if let Some(candidate) = volume_condition(c, at, &matched, path, &mut report) {
-                    selection.offer(candidate, &mut report);
-                }
-                Walk::Next
-            });
-        }
-        Walk::Next
-    });
-    if sink.made == 0 {
-        return None;
-    }
-    let mut out = String::from("[");
-    let mut written = 0;
-    list.walk(|i, entry| {
-        let Entry::In(g) = entries[i] else {
-            return Walk::Next;
+        let mut candidate = |index, c: &VolumeConditionView<'_>, sink: Sink<'_>| {
+            volume_condition(c, Origin { entry: i, index }, &matched, path, sink)
         };
-        let group = &groups[g as usize];
-        if group.first != i {
-            return Walk::Next;
-        }
-        if written > 0 {
-            out.push(',');
-        }
-        written += 1;
-        out.push_str("{\"name\":");
-        write_json(&mut out, &*entry.name);
-        if group.verbatim {
-            if let Some(conditions) = &entry.health_conditions {
-                out.push_str(",\"healthConditions\":");
-                write_volume_list(&mut out, conditions);
-            }
-        } else if group.has_conditions {
-            out.push_str(",\"healthConditions\":");
-            write_kept(
-                &mut out,
-                group.selection.as_ref().map_or(&[], Selection::kept),
-            );
-        }
-        if let Some(time) = &entry.last_transition_time {
-            out.push_str(",\"lastTransitionTime\":");
-            write_json(&mut out, time);
-        }
-        out.push('}');
-        // Past the limit the list is not made: stop writing, the caller refuses it whole.
-        if out.len() > limit {
+        result = choose(
+            &mut groups,
+            g,
+            conditions,
+            &make,
+            &mut candidate,
+            &mut budget,
+            &mut sink,
+        );
+        if result.is_err() {
             Walk::Stop
         } else {
             Walk::Next
         }
     });
+    result?;
+    if sink.made == 0 {
+        return Ok(None);
+    }
+    write_entries(list, &groups, limit, |out, entry, group| {
+        out.push_str("{\"name\":");
+        write_json(out, &*entry.name);
+        match (&entry.health_conditions, group.conditions) {
+            (Some(conditions), Conditions::AsThey) => {
+                out.push_str(",\"healthConditions\":");
+                write_volume_list(out, conditions);
+            }
+            (_, Conditions::AsThey) => {}
+            _ if group.has_conditions => {
+                out.push_str(",\"healthConditions\":");
+                write_kept(out, groups.kept(group));
+            }
+            _ => {}
+        }
+        if let Some(time) = &entry.last_transition_time {
+            out.push_str(",\"lastTransitionTime\":");
+            write_json(out, time);
+        }
+        out.push('}');
+    })
+}
+
+/// Writes each kept group at its first entry, with `write`; past `limit` bytes it stops, and
+/// the list is too large.
+fn write_entries<'a, T>(
+    list: &RawList<'a, T>,
+    groups: &Groups,
+    limit: usize,
+    write: impl Fn(&mut String, &T, &Group),
+) -> Planned
+where
+    T: serde::Deserialize<'a> + crate::decode::Fingerprinted + EntryName,
+{
+    let mut out = String::from("[");
+    let mut too_large = false;
+    list.walk(|i, entry| {
+        let group = &groups.groups[groups.of_name(entry.name()) as usize];
+        if group.dropped.is_some() || group.first as usize != i {
+            return Walk::Next;
+        }
+        if out.len() > 1 {
+            out.push(',');
+        }
+        write(&mut out, entry, group);
+        too_large = out.len() > limit;
+        if too_large { Walk::Stop } else { Walk::Next }
+    });
+    if too_large {
+        return Err(TooLarge);
+    }
     out.push(']');
-    Some(out)
+    Ok(Some(out))
+}
+
+/// The name of an entry of a list of entries.
+trait EntryName {
+    fn name(&self) -> &str;
+}
+
+impl EntryName for PodVolumeHealthView<'_> {
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl EntryName for StorageHealthView<'_> {
+    fn name(&self) -> &str {
+        &self.name
+    }
 }
 
 /// A volume condition list as it is.
@@ -418,33 +633,53 @@ fn write_volume_list(out: &mut String, list: &RawList<'_, VolumeConditionView<'_
     out.push(']');
 }
 
-/// A CSINode's stored entries, first of each name: each one's conditions as written, hashed in
-/// order, for this project's rule, which accepts again an entry equal to the stored one.
-fn stored_storage(old: Option<&RawList<'_, StorageHealthView<'_>>>) -> HashMap<u128, Vec<u128>> {
-    let mut stored = HashMap::new();
-    if let Some(old) = old {
-        old.walk(|_, entry| {
-            stored.entry(hash128(&*entry.name)).or_insert_with(|| {
-                let mut contents = Vec::new();
-                if let Some(conditions) = &entry.health_conditions {
-                    conditions.walk(|_, c: &StorageConditionView<'_>| {
-                        contents.push(storage_content(
-                            &c.status,
-                            &c.reason,
-                            c.message.as_deref(),
-                            c.access_mode.as_deref(),
-                            c.volume_mode.as_deref(),
-                            c.last_transition_time.as_ref(),
-                        ));
-                        Walk::Next
-                    });
-                }
-                contents
-            });
-            Walk::Next
-        });
+/// A storage condition list as it is.
+fn write_storage_list(out: &mut String, list: &RawList<'_, StorageConditionView<'_>>) {
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Out<'c> {
+        status: &'c str,
+        reason: &'c str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        message: Option<&'c str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        access_mode: Option<&'c str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        volume_mode: Option<&'c str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        last_transition_time: Option<&'c k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
     }
-    stored
+    out.push('[');
+    list.walk(|i, c| {
+        if i > 0 {
+            out.push(',');
+        }
+        write_json(
+            out,
+            &Out {
+                status: &c.status,
+                reason: &c.reason,
+                message: c.message.as_deref(),
+                access_mode: c.access_mode.as_deref(),
+                volume_mode: c.volume_mode.as_deref(),
+                last_transition_time: c.last_transition_time.as_ref(),
+            },
+        );
+        Walk::Next
+    });
+    out.push(']');
+}
+
+/// What a storage condition is compared by, as the stored list holds it.
+fn stored_content(c: &StorageConditionView<'_>) -> u128 {
+    storage_content(
+        &c.status,
+        &c.reason,
+        c.message.as_deref(),
+        c.access_mode.as_deref(),
+        c.volume_mode.as_deref(),
+        c.last_transition_time.as_ref(),
+    )
 }
 
 /// A CSINode's `status.storageHealth`, repaired against the stored `old`, with or without this
@@ -456,119 +691,117 @@ pub(crate) fn csinode(
     identity: ConditionIdentity,
     limit: usize,
     sink: Sink<'_>,
-) -> Option<String> {
+) -> Planned {
     let path = ListPath::Entries("storageHealth");
-    let mut sink = Counted { sink, made: 0 };
-    let (entries, mut groups) = group(
+    let mut budget = Budget::new(limit);
+    let mut groups = Groups::of(
         list,
         |e| &e.name,
         |e| e.health_conditions.is_some(),
-        &mut |_, entry| (!is_csi_driver_name(&entry.name)).then_some(RepairKind::InvalidDriverName),
-        path,
-        &mut sink,
-    );
+        &mut budget,
+    )?;
     // Which groups keep indistinct conditions: all of them in-tree; with this project's rule,
-    // those whose conditions, repaired without it, are the stored entry's.
-    let mut indistinct = vec![identity == ConditionIdentity::InTree; groups.len()];
+    // those whose conditions, repaired without it, are the stored entry's (first of its name).
+    let mut indistinct = vec![identity == ConditionIdentity::InTree; groups.groups.len()];
     if identity == ConditionIdentity::Unique {
-        let stored = stored_storage(old);
-        if !stored.is_empty() {
-            let mut trial: Vec<Option<Selection>> = (0..groups.len()).map(|_| None).collect();
+        if let Some(old) = old {
+            let mut stored: HashMap<u32, Vec<u128>> = HashMap::new();
+            let mut result = Ok(());
+            old.walk(|_, entry| {
+                let g = groups.of_name(&entry.name);
+                if g == u32::MAX || stored.contains_key(&g) {
+                    return Walk::Next;
+                }
+                let mut contents = Vec::new();
+                if let Some(conditions) = &entry.health_conditions {
+                    conditions.walk(|_, c| {
+                        contents.push(stored_content(c));
+                        Walk::Next
+                    });
+                }
+                result = budget.add(MAP_ENTRY_BYTES + 16 * contents.len());
+                stored.insert(g, contents);
+                if result.is_err() {
+                    Walk::Stop
+                } else {
+                    Walk::Next
+                }
+            });
+            result?;
+            let mut trial: HashMap<u32, Selection> = HashMap::new();
             let mut ignore = |_: Repair| {};
-            choose_storage(list, &entries, &mut trial, &mut |_| None, path, &mut ignore);
             list.walk(|i, entry| {
-                if let Entry::In(g) = entries[i] {
-                    let g = g as usize;
-                    if groups[g].first == i {
-                        let kept: Vec<u128> = trial[g]
-                            .as_ref()
-                            .map_or(&[][..], Selection::kept)
-                            .iter()
-                            .map(|c| c.content)
-                            .collect();
-                        indistinct[g] = stored.get(&hash128(&*entry.name)) == Some(&kept);
-                    }
+                let g = groups.of_name(&entry.name);
+                if !stored.contains_key(&g) {
+                    return Walk::Next;
+                }
+                let selection = trial.entry(g).or_insert_with(|| Selection::new(path, None));
+                if let Some(conditions) = &entry.health_conditions {
+                    conditions.walk(|index, c| {
+                        let at = Origin { entry: i, index };
+                        if let Some(candidate) = storage_condition(c, at, path, &mut ignore) {
+                            selection.offer(candidate, &mut ignore);
+                        }
+                        Walk::Next
+                    });
                 }
                 Walk::Next
             });
+            for (g, selection) in trial {
+                let kept: Vec<u128> = selection.kept().iter().map(|c| c.content).collect();
+                indistinct[g as usize] = stored.get(&g) == Some(&kept);
+            }
         }
     }
-    let mut selections: Vec<Option<Selection>> = (0..groups.len()).map(|_| None).collect();
-    let mut report = |r| sink.report(r);
-    choose_storage(
-        list,
-        &entries,
-        &mut selections,
-        &mut |g| (!indistinct[g]).then_some(RepairKind::IndistinctCondition),
-        path,
-        &mut report,
-    );
-    if sink.made == 0 {
-        return None;
-    }
-    for (group, selection) in groups.iter_mut().zip(selections) {
-        group.selection = selection;
-    }
-    let mut out = String::from("[");
-    let mut written = 0;
+    let mut sink = Counted { sink, made: 0 };
+    let mut result = Ok(());
     list.walk(|i, entry| {
-        let Entry::In(g) = entries[i] else {
+        let g = groups.of_name(&entry.name);
+        if groups.groups[g as usize].first as usize == i && !is_csi_driver_name(&entry.name) {
+            groups.groups[g as usize].dropped = Some(RepairKind::InvalidDriverName);
+        }
+        if !report_entry(&groups, g, i, path, &mut sink) {
             return Walk::Next;
+        }
+        let duplicate = (!indistinct[g as usize]).then_some(RepairKind::IndistinctCondition);
+        let make = || Selection::new(path, duplicate);
+        let mut candidate = |index, c: &StorageConditionView<'_>, sink: Sink<'_>| {
+            storage_condition(c, Origin { entry: i, index }, path, sink)
         };
-        let group = &groups[g as usize];
-        if group.first != i {
-            return Walk::Next;
-        }
-        if written > 0 {
-            out.push(',');
-        }
-        written += 1;
-        let _ = write!(out, "{{\"name\":");
-        write_json(&mut out, &*entry.name);
-        if group.has_conditions {
-            out.push_str(",\"healthConditions\":");
-            write_kept(
-                &mut out,
-                group.selection.as_ref().map_or(&[], Selection::kept),
-            );
-        }
-        out.push('}');
-        // Past the limit the list is not made: stop writing, the caller refuses it whole.
-        if out.len() > limit {
+        result = choose(
+            &mut groups,
+            g,
+            entry.health_conditions.as_ref(),
+            &make,
+            &mut candidate,
+            &mut budget,
+            &mut sink,
+        );
+        if result.is_err() {
             Walk::Stop
         } else {
             Walk::Next
         }
     });
-    out.push(']');
-    Some(out)
-}
-
-/// Chooses the conditions of every group of a CSINode's entries; `duplicate` says, per group,
-/// whether a later condition with a kept one's identity is dropped.
-fn choose_storage(
-    list: &RawList<'_, StorageHealthView<'_>>,
-    entries: &[Entry],
-    selections: &mut [Option<Selection>],
-    duplicate: &mut dyn FnMut(usize) -> Option<RepairKind>,
-    path: ListPath,
-    sink: Sink<'_>,
-) {
-    list.walk(|i, entry| {
-        let Entry::In(g) = entries[i] else {
-            return Walk::Next;
-        };
-        let g = g as usize;
-        let selection = selections[g].get_or_insert_with(|| Selection::new(path, duplicate(g)));
-        if let Some(conditions) = &entry.health_conditions {
-            conditions.walk(|index, c| {
-                let at = Origin { entry: i, index };
-                if let Some(candidate) = storage_condition(c, at, path, sink) {
-                    selection.offer(candidate, sink);
-                }
-                Walk::Next
-            });
+    result?;
+    if sink.made == 0 {
+        return Ok(None);
+    }
+    write_entries(list, &groups, limit, |out, entry, group| {
+        out.push_str("{\"name\":");
+        write_json(out, &*entry.name);
+        match (&entry.health_conditions, group.conditions) {
+            (Some(conditions), Conditions::AsThey) => {
+                out.push_str(",\"healthConditions\":");
+                write_storage_list(out, conditions);
+            }
+            (_, Conditions::AsThey) => {}
+            _ if group.has_conditions => {
+                out.push_str(",\"healthConditions\":");
+                write_kept(out, groups.kept(group));
+            }
+            _ => {}
         }
-        Walk::Next
-    });
+        out.push('}');
+    })
 }

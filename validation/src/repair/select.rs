@@ -108,6 +108,8 @@ pub(crate) struct Candidate {
 /// The conditions kept of one list: at most [`MAX_HEALTH_CONDITIONS`], in input order.
 pub(crate) struct Selection {
     kept: Vec<Candidate>,
+    /// What the kept conditions hold: their JSON and their records.
+    bytes: usize,
     /// What a later condition with a kept one's identity is, or `None` when identities may
     /// repeat.
     duplicate: Option<RepairKind>,
@@ -118,6 +120,7 @@ impl Selection {
     pub(crate) fn new(path: ListPath, duplicate: Option<RepairKind>) -> Self {
         Selection {
             kept: Vec::new(),
+            bytes: 0,
             duplicate,
             path,
         }
@@ -143,6 +146,7 @@ impl Selection {
             }
         }
         if self.kept.len() < MAX_HEALTH_CONDITIONS {
+            self.bytes += candidate.bytes();
             self.kept.push(candidate);
             return;
         }
@@ -157,6 +161,7 @@ impl Selection {
             Some(i) if self.kept[i].severity < candidate.severity => {
                 let displaced = self.kept.remove(i);
                 report(displaced.at, RepairKind::ConditionPastLimit);
+                self.bytes = self.bytes - displaced.bytes() + candidate.bytes();
                 self.kept.push(candidate);
             }
             _ => report(candidate.at, RepairKind::ConditionPastLimit),
@@ -166,6 +171,20 @@ impl Selection {
     /// The kept conditions, in input order.
     pub(crate) fn kept(&self) -> &[Candidate] {
         &self.kept
+    }
+
+    /// What the selection holds, in bytes: itself, its records and the kept conditions' JSON,
+    /// at least what they will take written.
+    pub(crate) fn bytes(&self) -> usize {
+        std::mem::size_of::<Selection>()
+            + self.kept.capacity() * std::mem::size_of::<Candidate>()
+            + self.bytes
+    }
+}
+
+impl Candidate {
+    fn bytes(&self) -> usize {
+        self.json.len()
     }
 }
 

@@ -387,7 +387,8 @@ fn pod_ratchets_as_the_rules_do() {
     let (_, repairs) = repair_pod_checked(&stored, Some(&stored));
     assert_eq!(repairs, []);
 
-    // A changed list: the duplicate entry goes, the stored nameless entry and status stay.
+    // A changed list: the duplicate entry is merged, the stored nameless entry and status
+    // stay. Repairs come entry by entry, each entry's conditions after it.
     let mut new = stored.clone();
     new.status.as_mut().unwrap().volume_health.as_mut().unwrap()[1]
         .health_conditions
@@ -398,11 +399,11 @@ fn pod_ratchets_as_the_rules_do() {
     assert_eq!(
         got(&repairs),
         [
-            ("status.volumeHealth[2]", RepairKind::MergedEntry),
             (
                 "status.volumeHealth[1].healthConditions[1]",
                 RepairKind::ImpossibleCondition(Impossible::Status)
             ),
+            ("status.volumeHealth[2]", RepairKind::MergedEntry),
         ]
     );
     assert_eq!(pod_entries(&repaired)[0].name, "");

@@ -321,34 +321,108 @@ where
     }
 }
 
-/// The names of a list of named items (a pod's `spec.volumes`), hashed into a set the first
-/// time a name is looked up: a linear pass, then one lookup per name.
-#[derive(Default)]
-pub(crate) struct NameSet(OnceCell<HashSet<u128>>);
+/// Which names a pod's health entries give are in its `spec.volumes`: the smaller of the two
+/// lists hashed and sorted the first time a name is looked up, the other walked against it.
+/// So what is held is at most 16 bytes per item of the smaller list, whichever an attacker
+/// makes long, and each lookup is a binary search.
+pub(crate) struct NameSet<'l, 'a> {
+    volumes: List<'l, 'a, NameView<'a>>,
+    entries: List<'l, 'a, PodVolumeHealthView<'a>>,
+    found: OnceCell<Found>,
+}
 
-impl NameSet {
-    /// Whether `name` is the name of an item of `list`.
-    pub(crate) fn contains(&self, list: List<'_, '_, NameView<'_>>, name: &str) -> bool {
-        // A few names, as a pod or a node has, are compared rather than hashed.
-        if let Some(names) = list.map_or(Some(&[][..]), RawList::held) {
+/// What the first lookup built.
+enum Found {
+    /// The volumes' names, sorted.
+    Volumes(Vec<u128>),
+    /// The entries' names, sorted, and whether each is a volume's.
+    Entries(Vec<u128>, Vec<bool>),
+}
+
+fn sorted(mut names: Vec<u128>) -> Vec<u128> {
+    names.sort_unstable();
+    names.dedup();
+    names
+}
+
+impl<'l, 'a> NameSet<'l, 'a> {
+    /// The names of `volumes` that `entries` may ask for.
+    pub(crate) fn new(
+        volumes: List<'l, 'a, NameView<'a>>,
+        entries: List<'l, 'a, PodVolumeHealthView<'a>>,
+    ) -> Self {
+        NameSet {
+            volumes,
+            entries,
+            found: OnceCell::new(),
+        }
+    }
+
+    /// Whether `name`, the name of an entry, is the name of a volume.
+    pub(crate) fn contains(&self, name: &str) -> bool {
+        // A few names, as a pod has, are compared rather than hashed.
+        if let Some(names) = self.volumes.map_or(Some(&[][..]), RawList::held) {
             if names.len() <= 16 {
                 return names.iter().any(|item| item.name.as_deref() == Some(name));
             }
         }
-        self.0
-            .get_or_init(|| {
-                let mut names = HashSet::new();
-                if let Some(list) = list {
-                    list.walk(|_, item| {
-                        if let Some(name) = &item.name {
-                            names.insert(hash128(&**name));
+        let key = hash128(name);
+        match self.found.get_or_init(|| self.build()) {
+            Found::Volumes(names) => names.binary_search(&key).is_ok(),
+            Found::Entries(names, present) => match names.binary_search(&key) {
+                Ok(i) => present[i],
+                // Not an entry's name: walked for, which the rules never need.
+                Err(_) => self.walk_for(name),
+            },
+        }
+    }
+
+    fn build(&self) -> Found {
+        let volumes = self.volumes.map_or(0, RawList::len);
+        let entries = self.entries.map_or(0, RawList::len);
+        let mut names = Vec::with_capacity(volumes.min(entries));
+        if entries < volumes {
+            if let Some(list) = self.entries {
+                list.walk(|_, entry| {
+                    names.push(hash128(&*entry.name));
+                    Walk::Next
+                });
+            }
+            let names = sorted(names);
+            let mut present = vec![false; names.len()];
+            if let Some(list) = self.volumes {
+                list.walk(|_, volume| {
+                    if let Some(name) = &volume.name {
+                        if let Ok(i) = names.binary_search(&hash128(&**name)) {
+                            present[i] = true;
                         }
-                        Walk::Next
-                    });
-                }
-                names
-            })
-            .contains(&hash128(name))
+                    }
+                    Walk::Next
+                });
+            }
+            Found::Entries(names, present)
+        } else {
+            if let Some(list) = self.volumes {
+                list.walk(|_, volume| {
+                    if let Some(name) = &volume.name {
+                        names.push(hash128(&**name));
+                    }
+                    Walk::Next
+                });
+            }
+            Found::Volumes(sorted(names))
+        }
+    }
+
+    fn walk_for(&self, name: &str) -> bool {
+        let mut found = false;
+        if let Some(list) = self.volumes {
+            list.walk(|_, volume| {
+                found = volume.name.as_deref() == Some(name);
+                if found { Walk::Stop } else { Walk::Next }
+            });
+        }
+        found
     }
 }
 
