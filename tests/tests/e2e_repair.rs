@@ -189,7 +189,98 @@ async fn repair_keeps_the_writers_flowing() {
         .after("repair on")
         .run(generated(&admin, &kubelet))
         .await;
+    phases
+        .phase("two entries for one volume, merged")
+        .after("first reports")
+        .after("repair on")
+        .run(merged_entries(plane, &kubelet))
+        .await;
+    phases
+        .phase("an impossible reason, stored unhealthy")
+        .after("first reports")
+        .after("repair on")
+        .run(impossible_reason(plane, &kubelet))
+        .await;
+    phases
+        .phase("10,000 conditions, the 16 most severe stored")
+        .after("first reports")
+        .after("repair on")
+        .run(ten_thousand_conditions(plane, &admin))
+        .await;
     phases.finish();
+}
+
+/// With repair, a pod report with two entries for one volume, `Degraded` then `Inaccessible`:
+/// one entry stored, with both conditions, not the first alone.
+async fn merged_entries(plane: &ControlPlane, kubelet: &kube::Client) {
+    let report = json!({"status": {"volumeHealth": [
+        {"name": "vol", "healthConditions": [
+            {"status": "Degraded", "reason": "IOPSThrottled", "message": "slow"}]},
+        {"name": "vol", "healthConditions": [
+            {"status": "Inaccessible", "reason": "PathGone", "message": "gone"}]}]}});
+    let pod = patch(kubelet, &pod_path(), MERGE, &report).await;
+    assert_eq!(pod.code, 200, "{}", pod.body);
+    assert_eq!(
+        pod.body["status"]["volumeHealth"],
+        json!([{"name": "vol", "healthConditions": [
+            {"status": "Degraded", "reason": "IOPSThrottled", "message": "slow"},
+            {"status": "Inaccessible", "reason": "PathGone", "message": "gone"}]}]),
+        "both conditions stored, in one entry"
+    );
+    assert!(
+        pod.warnings.iter().any(|w| w.contains("entry merged")),
+        "{:?}",
+        pod.warnings
+    );
+    assert!(repairs(plane, "pods", "merged_entry").await >= 1.0);
+}
+
+/// With repair, a condition whose reason can never be stored (`slow io!`, as a driver sent
+/// it to the real kubelet): stored `Degraded` with `InvalidReason`, the original in the
+/// message, so the pod does not read as healthy.
+async fn impossible_reason(plane: &ControlPlane, kubelet: &kube::Client) {
+    let report = json!({"status": {"volumeHealth": [{"name": "vol", "healthConditions": [
+        {"status": "Degraded", "reason": "slow io!", "message": "p99 above 2 s"}]}]}});
+    let pod = patch(kubelet, &pod_path(), MERGE, &report).await;
+    assert_eq!(pod.code, 200, "{}", pod.body);
+    assert_eq!(
+        pod.body["status"]["volumeHealth"][0]["healthConditions"],
+        json!([{"status": "Degraded", "reason": "InvalidReason",
+            "message": "p99 above 2 s (reason: slow io!)"}]),
+        "{}",
+        pod.body
+    );
+    assert!(repairs(plane, "pods", "replaced_reason").await >= 1.0);
+}
+
+/// With repair, a claim report of 10,000 conditions, one of them `DataLoss` at the end: stored
+/// cut to 16, the `DataLoss` among them. The apiserver's answer time is printed: one `replace`
+/// costs it time linear in the report.
+async fn ten_thousand_conditions(plane: &ControlPlane, admin: &kube::Client) {
+    let mut conditions: Vec<Value> = (0..9_999)
+        .map(|i| json!({"status": "Degraded", "reason": format!("Slow{i}"), "message": "slow"}))
+        .collect();
+    conditions.push(json!({"status": "DataLoss", "reason": "BlocksLost", "message": "lost"}));
+    let report = json!({"status": {"healthStatus": {"healthConditions": conditions}}});
+    let started = std::time::Instant::now();
+    let claim = patch(admin, &claim_path(), MERGE, &report).await;
+    let took = started.elapsed();
+    assert_eq!(claim.code, 200, "{}", claim.body);
+    let stored = claim.body["status"]["healthStatus"]["healthConditions"]
+        .as_array()
+        .unwrap();
+    assert_eq!(stored.len(), 16, "{}", claim.body);
+    assert!(
+        stored.iter().any(|c| c["status"] == "DataLoss"),
+        "the most severe condition is kept: {}",
+        claim.body
+    );
+    eprintln!(
+        "10,000 conditions ({} bytes): stored 16, answered in {} ms",
+        serde_json::to_vec(&report).unwrap().len(),
+        took.as_millis()
+    );
+    assert!(repairs(plane, "persistentvolumeclaims", "condition_past_limit").await >= 9_984.0);
 }
 
 /// The control plane, its admin and the node's kubelet, and the objects they write: a claim,
