@@ -2,7 +2,7 @@
 
 use std::collections::HashSet;
 
-use crate::admission::AdmissionRequest;
+use crate::identity::UserInfo;
 use crate::field::GoQuoted;
 use crate::resource::{HealthResource, Operation};
 
@@ -60,11 +60,25 @@ pub enum Restricted {
     ClaimHealthByUser(String),
 }
 
-/// Checks a write of `resource` (the request's); `Err` holds the reason of the 403 (see
+/// What the node restriction reads of a request: the write asked for and who asks.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Asked<'r> {
+    /// The resource written.
+    pub(crate) resource: HealthResource,
+    /// `subResource`, `""` when absent.
+    pub(crate) subresource: &'r str,
+    /// `operation`.
+    pub(crate) operation: Operation,
+    /// `name`, `""` when absent.
+    pub(crate) name: &'r str,
+    /// `userInfo`.
+    pub(crate) user: &'r UserInfo<'r>,
+}
+
+/// Checks a write; `Err` holds the reason of the 403 (see
 /// [`crate::status::forbidden_status`]).
 pub(crate) fn check_restrictions(
-    request: &AdmissionRequest<'_>,
-    resource: HealthResource,
+    asked: &Asked<'_>,
     written: &Written<'_>,
     policy: &RestrictionPolicy,
 ) -> Result<(), Restricted> {
@@ -73,13 +87,19 @@ pub(crate) fn check_restrictions(
         old_pod_node_name,
         health_status_changed,
     } = *written;
-    let (subresource, operation) = (request.subresource(), request.operation);
-    let username = &*request.user_info.username;
-    let node = request.user_info.node_name();
+    let Asked {
+        resource,
+        subresource,
+        operation,
+        name,
+        user,
+    } = *asked;
+    let username = &*user.username;
+    let node = user.node_name();
     // A CREATE names its object in the object; other operations in the request.
     let target_name = match operation {
-        Operation::Create => object_name.unwrap_or(request.name()),
-        _ => request.name(),
+        Operation::Create => object_name.unwrap_or(name),
+        _ => name,
     };
     match (resource, subresource) {
         (HealthResource::CsiNodes, "" | "status") => {
@@ -129,7 +149,6 @@ fn unknown_node(username: &str) -> Restricted {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::identity::UserInfo;
 
     /// One write, as the tests vary it.
     #[derive(Clone)]
@@ -163,12 +182,14 @@ mod tests {
 
     /// The check's answer with the reason as the 403 prints it.
     fn reason(case: &Case, policy: &RestrictionPolicy) -> Result<(), String> {
-        let request = AdmissionRequest::new(case.resource, case.operation)
-            .with_subresource(case.subresource)
-            .with_name(case.name)
-            .with_user(case.user.clone());
-        check_restrictions(&request, case.resource, &case.written, policy)
-            .map_err(|r| r.to_string())
+        let asked = Asked {
+            resource: case.resource,
+            subresource: case.subresource,
+            operation: case.operation,
+            name: case.name,
+            user: &case.user,
+        };
+        check_restrictions(&asked, &case.written, policy).map_err(|r| r.to_string())
     }
 
     fn gate_on() -> RestrictionPolicy {

@@ -8,7 +8,7 @@ use super::verdict::{Forbidden, Invalid, Verdict};
 use crate::decode::{ClaimView, CsiNodeView, DecodeError, PodView, Slot};
 use crate::field::Errors;
 use crate::resource::{HealthResource, Operation};
-use crate::restriction::{Written, check_restrictions};
+use crate::restriction::{Asked, Written, check_restrictions};
 use crate::rules::{
     NameSet, check_pod_volume_health, check_storage_health, check_volume_health_status,
 };
@@ -119,7 +119,14 @@ impl AdmissionRequest<'_> {
         written: &Written<'_>,
         settings: &Settings,
     ) -> Option<Verdict> {
-        let reason = check_restrictions(self, resource, written, &settings.restriction).err()?;
+        let asked = Asked {
+            resource,
+            subresource: self.subresource(),
+            operation: self.operation,
+            name: self.name(),
+            user: &self.user_info,
+        };
+        let reason = check_restrictions(&asked, written, &settings.restriction).err()?;
         let name = self.name();
         Some(Verdict::Forbidden(Forbidden {
             resource,

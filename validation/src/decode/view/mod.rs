@@ -183,7 +183,51 @@ macro_rules! last_member_wins {
                 )
             }
         }
+
+        /// Every member, in the order listed: the members equality compares, so that two
+        /// items the fingerprint calls equal are equal.
+        impl Fingerprinted for $name<'_> {
+            fn feed<H: Hasher>(&self, state: &mut H) {
+                $(Feed::feed(&self.$req, state);)*
+                $(Feed::feed(&self.$field, state);)*
+            }
+        }
     };
+}
+
+/// How a member of a [`last_member_wins!`] struct goes into a fingerprint.
+trait Feed {
+    fn feed<H: Hasher>(&self, state: &mut H);
+}
+
+impl Feed for Text<'_> {
+    fn feed<H: Hasher>(&self, state: &mut H) {
+        self.hash(state);
+    }
+}
+
+impl<T: Fingerprinted> Feed for RawList<'_, T> {
+    fn feed<H: Hasher>(&self, state: &mut H) {
+        self.hash(state);
+    }
+}
+
+impl Feed for Time {
+    fn feed<H: Hasher>(&self, state: &mut H) {
+        self.0.hash(state);
+    }
+}
+
+impl<T: Feed> Feed for Option<T> {
+    fn feed<H: Hasher>(&self, state: &mut H) {
+        match self {
+            None => state.write_u8(0),
+            Some(value) => {
+                state.write_u8(1);
+                value.feed(state);
+            }
+        }
+    }
 }
 
 /// How a member of a [`last_member_wins!`] struct is read: strings borrowed from the body.
@@ -258,44 +302,6 @@ last_member_wins! {
             volume_mode: Text<'a> = "volumeMode",
             last_transition_time: Time = "lastTransitionTime",
         ],
-    }
-}
-
-fn feed_time<H: Hasher>(time: Option<&Time>, state: &mut H) {
-    time.map(|t| t.0).hash(state);
-}
-
-impl Fingerprinted for PodVolumeHealthView<'_> {
-    fn feed<H: Hasher>(&self, state: &mut H) {
-        self.name.hash(state);
-        self.health_conditions.hash(state);
-        feed_time(self.last_transition_time.as_ref(), state);
-    }
-}
-
-impl Fingerprinted for StorageHealthView<'_> {
-    fn feed<H: Hasher>(&self, state: &mut H) {
-        self.name.hash(state);
-        self.health_conditions.hash(state);
-    }
-}
-
-impl Fingerprinted for VolumeConditionView<'_> {
-    fn feed<H: Hasher>(&self, state: &mut H) {
-        self.status.hash(state);
-        self.reason.hash(state);
-        self.message.hash(state);
-    }
-}
-
-impl Fingerprinted for StorageConditionView<'_> {
-    fn feed<H: Hasher>(&self, state: &mut H) {
-        self.status.hash(state);
-        self.reason.hash(state);
-        self.message.hash(state);
-        self.access_mode.hash(state);
-        self.volume_mode.hash(state);
-        feed_time(self.last_transition_time.as_ref(), state);
     }
 }
 
