@@ -2,8 +2,8 @@
 
 use std::collections::HashSet;
 
-use crate::identity::UserInfo;
 use crate::field::GoQuoted;
+use crate::identity::UserInfo;
 use crate::resource::{HealthResource, Operation};
 
 /// Upstream NodeRestriction's reason for a CSINode of another node.

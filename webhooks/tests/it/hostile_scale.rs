@@ -274,3 +274,178 @@ async fn an_ordinary_review_is_answered_beside_two_large_ones() {
         "the ordinary review took {ordinary_took:?} beside {large_took:?}"
     );
 }
+
+/// The shapes that cost `/mutate --repair` the most, each with `n` items: every condition a
+/// duplicate, every message over the limit, every reason impossible, a pod's entries each given
+/// twice, CSINode drivers each with 17 long conditions. Each is a status write validation
+/// refuses, so each is repaired (or found too large to repair).
+fn repair_shapes() -> Vec<Shape> {
+    fn claim(conditions: Value) -> Value {
+        review(
+            "persistentvolumeclaims",
+            "",
+            json!({"metadata": {"name": "x"},
+                "status": {"healthStatus": {"healthConditions": conditions}}}),
+            json!({"metadata": {"name": "x"}}),
+            admins(),
+        )
+    }
+    fn long() -> String {
+        "m".repeat(1100)
+    }
+    vec![
+        ("claim, every condition a duplicate", |n| {
+            claim(many(
+                json!({"status": "Degraded", "reason": "Slow", "message": "m"}),
+                n,
+            ))
+        }),
+        ("claim, every message over the limit", |n| {
+            claim(
+                (0..n)
+                    .map(|i| json!({"status": "Degraded", "reason": format!("R{i}"), "message": long()}))
+                    .collect(),
+            )
+        }),
+        ("claim, every reason impossible", |n| {
+            claim(
+                (0..n)
+                    .map(|i| json!({"status": "DataLoss", "reason": format!("bad reason {i}!")}))
+                    .collect(),
+            )
+        }),
+        ("pod, every entry given twice", |n| {
+            let entries: Value = (0..n)
+                .map(|i| {
+                    json!({"name": format!("v{}", i / 2), "healthConditions": [
+                        {"status": "Degraded", "reason": format!("R{i}"), "message": "m"}]})
+                })
+                .collect();
+            review(
+                "pods",
+                "",
+                json!({"metadata": {"name": "x"}, "spec": {"volumes": names("v", n / 2 + 1)},
+                    "status": {"volumeHealth": entries}}),
+                json!({"metadata": {"name": "x"}}),
+                admins(),
+            )
+        }),
+        ("CSINode, drivers of 17 long conditions", |n| {
+            let conditions: Value = (0..17)
+                .map(|i| json!({"status": "StorageDegraded", "reason": format!("R{i}"), "message": long()}))
+                .collect();
+            let drivers: Value = (0..n.div_ceil(17))
+                .map(|d| json!({"name": format!("d{d}.example.com"), "healthConditions": conditions}))
+                .collect();
+            review(
+                "csinodes",
+                "storage.k8s.io",
+                json!({"metadata": {"name": "x"}, "status": {"storageHealth": drivers}}),
+                json!({"metadata": {"name": "x"}}),
+                admins(),
+            )
+        }),
+    ]
+}
+
+fn repairing_app() -> Router {
+    let settings = volume_health_webhooks::Settings {
+        repair: true,
+        ..support::settings()
+    };
+    volume_health_webhooks::router(&settings, Metrics::new())
+}
+
+async fn mutate(app: &Router, body: Vec<u8>) -> (StatusCode, Value) {
+    let (status, bytes) = support::router_call::call(app, "/mutate", body).await;
+    (status, serde_json::from_slice(&bytes).unwrap())
+}
+
+/// `/mutate --repair`: four times the items take about four times as long, never sixteen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repair_time_grows_linearly_with_the_number_of_items() {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let app = repairing_app();
+    // The largest shape (a message of 1,100 bytes per item) stays under 7 MiB.
+    let (small, large) = (1_000, 4_000);
+    for (what, shape) in repair_shapes() {
+        let one = serde_json::to_vec(&shape(small)).unwrap();
+        let four = serde_json::to_vec(&shape(large)).unwrap();
+        let took = |body: &[u8]| {
+            let (app, body) = (app.clone(), body.to_vec());
+            async move {
+                let started = Instant::now();
+                let (status, answer) = mutate(&app, body).await;
+                assert_eq!(status, StatusCode::OK, "{answer}");
+                assert_eq!(answer["response"]["allowed"], true, "{answer}");
+                started.elapsed().as_secs_f64()
+            }
+        };
+        let mut ratios = Vec::new();
+        while ratios.len() < 3 && ratios.last().is_none_or(|&ratio| ratio >= 8.0) {
+            let (mut t1, mut t4) = (f64::MAX, f64::MAX);
+            for _ in 0..5 {
+                t1 = t1.min(took(&one).await);
+                t4 = t4.min(took(&four).await);
+            }
+            let ratio = t4 / t1;
+            eprintln!(
+                "repair, {what}: {small} items {:.1} ms, {large} items {:.1} ms, ratio {ratio:.1}",
+                t1 * 1e3,
+                t4 * 1e3
+            );
+            ratios.push(ratio);
+        }
+        assert!(
+            ratios.iter().any(|&ratio| ratio < 8.0),
+            "repair, {what}: {large} items took {ratios:.1?} times as long as {small}"
+        );
+    }
+}
+
+/// `/mutate --repair` on a review just under 7 MiB of each shape: the heap it adds is the body
+/// and what repair holds, less than the body again, so at most twice the body; each answer is
+/// repaired, or allowed unchanged when the repair would be larger than a stored object.
+#[test]
+fn repair_memory_is_bounded_by_the_body() {
+    let _alone = ONE_AT_A_TIME.blocking_lock();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .on_thread_start(count_this_thread)
+        .enable_all()
+        .build()
+        .unwrap();
+    let app = repairing_app();
+    for (what, shape) in repair_shapes() {
+        let per_thousand = serde_json::to_vec(&shape(1000)).unwrap().len();
+        let build = |n| serde_json::to_vec(&shape(n)).unwrap();
+        let mut n = (7 * MIB - 65536) * 1000 / per_thousand;
+        let mut body = build(n);
+        while body.len() > 7 * MIB {
+            n = n * (7 * MIB - 65536) / body.len();
+            body = build(n);
+        }
+        let len = body.len();
+        let started = Instant::now();
+        let ((status, answer), added) = measure(|| runtime.block_on(mutate(&app, body)));
+        let elapsed = started.elapsed();
+        let patched = answer["response"]["patch"].is_string();
+        eprintln!(
+            "repair, {what}: {n} items, {:.1} MiB body: {:.1} MiB more heap at the peak, {elapsed:?}, {}",
+            len as f64 / MIB as f64,
+            added as f64 / MIB as f64,
+            if patched {
+                "repaired"
+            } else {
+                "too large to repair"
+            }
+        );
+        assert_eq!(status, StatusCode::OK, "{what}: {answer}");
+        assert_eq!(answer["response"]["allowed"], true, "{what}: {answer}");
+        assert!(
+            added <= 2 * len,
+            "{what}: the heap grew by {added} bytes for a {len}-byte review"
+        );
+        assert!(elapsed < Duration::from_secs(60), "{what}: {elapsed:?}");
+    }
+}
