@@ -14,8 +14,8 @@ use serde::Serialize;
 
 use super::kind::{Repair, RepairKind};
 use super::select::{
-    Candidate, ListPath, Origin, Selection, Sink, StoredVolume, message_hash, storage_condition,
-    storage_content, volume_condition, volume_identity,
+    Candidate, ListPath, Origin, Selection, Sink, StorageOut, StoredVolume, VolumeOut,
+    message_hash, storage_condition, volume_condition, volume_identity,
 };
 use crate::decode::{
     HealthStatusView, NameView, PodVolumeHealthView, RawList, StorageConditionView,
@@ -608,78 +608,27 @@ impl EntryName for StorageHealthView<'_> {
 
 /// A volume condition list as it is.
 fn write_volume_list(out: &mut String, list: &RawList<'_, VolumeConditionView<'_>>) {
-    #[derive(Serialize)]
-    struct Out<'c> {
-        status: &'c str,
-        reason: &'c str,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        message: Option<&'c str>,
-    }
-    out.push('[');
-    list.walk(|i, c| {
-        if i > 0 {
-            out.push(',');
-        }
-        write_json(
-            out,
-            &Out {
-                status: &c.status,
-                reason: &c.reason,
-                message: c.message.as_deref(),
-            },
-        );
-        Walk::Next
-    });
-    out.push(']');
+    write_list(out, list, |out, c| write_json(out, &VolumeOut::of(c)));
 }
 
 /// A storage condition list as it is.
 fn write_storage_list(out: &mut String, list: &RawList<'_, StorageConditionView<'_>>) {
-    #[derive(Serialize)]
-    #[serde(rename_all = "camelCase")]
-    struct Out<'c> {
-        status: &'c str,
-        reason: &'c str,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        message: Option<&'c str>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        access_mode: Option<&'c str>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        volume_mode: Option<&'c str>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        last_transition_time: Option<&'c k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
-    }
+    write_list(out, list, |out, c| write_json(out, &StorageOut::of(c)));
+}
+
+fn write_list<'a, T>(out: &mut String, list: &RawList<'a, T>, item: impl Fn(&mut String, &T))
+where
+    T: serde::Deserialize<'a> + crate::decode::Fingerprinted,
+{
     out.push('[');
     list.walk(|i, c| {
         if i > 0 {
             out.push(',');
         }
-        write_json(
-            out,
-            &Out {
-                status: &c.status,
-                reason: &c.reason,
-                message: c.message.as_deref(),
-                access_mode: c.access_mode.as_deref(),
-                volume_mode: c.volume_mode.as_deref(),
-                last_transition_time: c.last_transition_time.as_ref(),
-            },
-        );
+        item(out, c);
         Walk::Next
     });
     out.push(']');
-}
-
-/// What a storage condition is compared by, as the stored list holds it.
-fn stored_content(c: &StorageConditionView<'_>) -> u128 {
-    storage_content(
-        &c.status,
-        &c.reason,
-        c.message.as_deref(),
-        c.access_mode.as_deref(),
-        c.volume_mode.as_deref(),
-        c.last_transition_time.as_ref(),
-    )
 }
 
 /// A CSINode's `status.storageHealth`, repaired against the stored `old`, with or without this
@@ -715,7 +664,7 @@ pub(crate) fn csinode(
                 let mut contents = Vec::new();
                 if let Some(conditions) = &entry.health_conditions {
                     conditions.walk(|_, c| {
-                        contents.push(stored_content(c));
+                        contents.push(StorageOut::of(c).content());
                         Walk::Next
                     });
                 }

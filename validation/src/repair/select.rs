@@ -262,12 +262,24 @@ pub(crate) fn message_hash(message: Option<&str>) -> u128 {
     hash128(message.unwrap_or_default())
 }
 
+/// A volume condition as repair writes it: every member of `VolumeHealthCondition`.
 #[derive(Serialize)]
-struct VolumeOut<'c> {
+pub(crate) struct VolumeOut<'c> {
     status: &'c str,
     reason: &'c str,
     #[serde(skip_serializing_if = "Option::is_none")]
     message: Option<&'c str>,
+}
+
+impl<'c> VolumeOut<'c> {
+    /// A condition as it was given.
+    pub(crate) fn of(c: &'c VolumeConditionView<'_>) -> Self {
+        VolumeOut {
+            status: &c.status,
+            reason: &c.reason,
+            message: c.message.as_deref(),
+        }
+    }
 }
 
 /// A condition of a claim or a pod entry, repaired: `None` when it is dropped (reported).
@@ -331,9 +343,10 @@ pub(crate) fn volume_condition(
     })
 }
 
+/// A storage condition as repair writes it: every member of `StorageHealthCondition`.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct StorageOut<'c> {
+pub(crate) struct StorageOut<'c> {
     status: &'c str,
     reason: &'c str,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -346,23 +359,30 @@ struct StorageOut<'c> {
     last_transition_time: Option<&'c Time>,
 }
 
-/// What a storage condition is compared by, as written: every member.
-pub(crate) fn storage_content(
-    status: &str,
-    reason: &str,
-    message: Option<&str>,
-    access_mode: Option<&str>,
-    volume_mode: Option<&str>,
-    last_transition_time: Option<&Time>,
-) -> u128 {
-    hash128(&(
-        status,
-        reason,
-        message,
-        access_mode,
-        volume_mode,
-        last_transition_time.map(|t| t.0),
-    ))
+impl<'c> StorageOut<'c> {
+    /// A condition as it was given.
+    pub(crate) fn of(c: &'c StorageConditionView<'_>) -> Self {
+        StorageOut {
+            status: &c.status,
+            reason: &c.reason,
+            message: c.message.as_deref(),
+            access_mode: c.access_mode.as_deref(),
+            volume_mode: c.volume_mode.as_deref(),
+            last_transition_time: c.last_transition_time.as_ref(),
+        }
+    }
+
+    /// What it is compared by: every member.
+    pub(crate) fn content(&self) -> u128 {
+        hash128(&(
+            self.status,
+            self.reason,
+            self.message,
+            self.access_mode,
+            self.volume_mode,
+            self.last_transition_time.map(|t| t.0),
+        ))
+    }
 }
 
 /// A storage condition, repaired: `None` when it is dropped (reported). Upstream never
@@ -433,14 +453,7 @@ pub(crate) fn storage_condition(
             access_mode.as_deref(),
             volume_mode.as_deref(),
         )),
-        content: storage_content(
-            status,
-            reason,
-            message.as_deref(),
-            access_mode.as_deref(),
-            volume_mode.as_deref(),
-            c.last_transition_time.as_ref(),
-        ),
+        content: out.content(),
         severity: storage_severity(status),
         at,
     })
