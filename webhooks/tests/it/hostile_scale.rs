@@ -448,4 +448,31 @@ fn repair_memory_is_bounded_by_the_body() {
         );
         assert!(elapsed < Duration::from_secs(60), "{what}: {elapsed:?}");
     }
+    // Two of the costliest at once, as two hostile pods would send them: far below the
+    // Deployment's limit (256Mi), which also holds the process at rest.
+    let (_, shape) = repair_shapes().swap_remove(2);
+    let body = serde_json::to_vec(&shape(140_000)).unwrap();
+    assert!(body.len() <= 7 * MIB);
+    let len = body.len();
+    let (answers, added) = measure(|| {
+        runtime.block_on(async {
+            let one = tokio::spawn({
+                let (app, body) = (app.clone(), body.clone());
+                async move { mutate(&app, body).await.0 }
+            });
+            let two = tokio::spawn({
+                let app = app.clone();
+                async move { mutate(&app, body).await.0 }
+            });
+            (one.await.unwrap(), two.await.unwrap())
+        })
+    });
+    eprintln!(
+        "repair, two {:.1} MiB reviews at once: {:.1} MiB more heap at the peak",
+        len as f64 / MIB as f64,
+        added as f64 / MIB as f64
+    );
+    assert_eq!(answers, (StatusCode::OK, StatusCode::OK));
+    assert!(added <= 4 * len, "two at once: {added} bytes");
+    assert!(added < 128 * MIB, "two at once: {added} bytes");
 }
