@@ -133,10 +133,10 @@ pub struct ServeArgs {
     pub pvc_health_writers: Vec<String>,
     /// On `/mutate`, rewrite a status write that in-tree validation or this project's storage
     /// condition rule would refuse, and that its writer would retry for ever, into the nearest
-    /// write they accept (later duplicates, conditions past the 16th, conditions that can never
-    /// be valid and entries naming no volume dropped, messages cut to 1024 bytes), with a
-    /// warning, an audit annotation and a metric for each kind of repair. Off by default. Takes
-    /// what Go's `strconv.ParseBool` takes.
+    /// write they accept (later duplicates dropped, entries given twice merged, the 16 most
+    /// severe conditions kept, impossible reasons and modes replaced, messages cut to 1024
+    /// bytes), with a warning, an audit annotation and a metric for each kind of repair. Off by
+    /// default. Takes what Go's `strconv.ParseBool` takes.
     #[arg(
         long,
         env = "VOLUME_HEALTH_REPAIR",
