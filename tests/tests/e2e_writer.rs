@@ -251,11 +251,11 @@ async fn the_example_monitor_writes_only_what_changed() {
             assert_eq!(
                 kinds,
                 [
-                    RepairKind::DuplicateCondition,
                     RepairKind::MessageCut {
                         from: 1500,
                         to: 1024
-                    }
+                    },
+                    RepairKind::DuplicateCondition,
                 ],
                 "{:?}",
                 reported.repairs
