@@ -15,7 +15,7 @@ use std::process::Command;
 
 use clap::Parser;
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{Value, json};
 use volume_health_webhooks::config::Cli;
 
 /// Labels Helm adds to the chart's objects and the kustomize install does not carry (or
@@ -76,6 +76,14 @@ fn template(args: &[&str]) -> Vec<Value> {
         .args(["--namespace", NAMESPACE, "--kube-version", "1.37.0"])
         .args(args);
     documents(&run(command))
+}
+
+/// Whether the server starts with `--pvc-health-writers=<list>`: its flags parse.
+fn server_takes_writers(list: &str) -> Result<(), String> {
+    let flag = format!("--pvc-health-writers={list}");
+    Cli::try_parse_from(["volume-health-webhook", "serve", &flag])
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }
 
 /// Whether `helm template` refuses `args`, with a message containing `message`.
@@ -475,12 +483,23 @@ fn the_writer_list_is_the_writer_list_component() {
     );
     // A list that cannot be said in the entry's CEL or the server's flag is refused at render
     // time, not rendered into another list: by the schema, and by the template without it.
+    // Characters YAML reads as line breaks inside the block the CEL is written in (U+0085,
+    // U+2028, U+2029: the first one here would render a second `expression:`), other
+    // separators, format characters: refused as the server refuses them.
+    let nel =
+        serde_json::to_string(&json!(["a\u{85}        expression: size(\"\") == 1 //"])).unwrap();
     for bad in [
         r#"["a", " "]"#,
         r#"[""]"#,
         r#"["a,b"]"#,
         r#"["a\nb"]"#,
         "[7]",
+        &nel,
+        r#"["a\u2028b"]"#,
+        r#"["a\u2029b"]"#,
+        r#"["a\u00a0b"]"#,
+        r#"["a\u200bb"]"#,
+        r#"["a\u202eb"]"#,
     ] {
         let value = format!("pvcHealthWriters={bad}");
         template_fails(&["--set-json", &value], "'/pvcHealthWriters/");
@@ -488,7 +507,31 @@ fn the_writer_list_is_the_writer_list_component() {
             &["--skip-schema-validation", "--set-json", &value],
             "is not a username",
         );
+        // The server refuses the same list (a comma is its separator: there, the entry is two).
+        let entries: Vec<Value> = serde_json::from_str(bad).unwrap();
+        if entries
+            .iter()
+            .any(|e| e.as_str().is_some_and(|e| e.contains(',')))
+        {
+            continue;
+        }
+        let flag = entries
+            .iter()
+            .map(|e| e.as_str().map_or_else(|| e.to_string(), str::to_owned))
+            .collect::<Vec<_>>()
+            .join(",");
+        let refused = !matches!(server_takes_writers(&flag), Ok(()));
+        assert!(
+            refused || entries.iter().any(|e| !e.is_string()),
+            "the server takes {bad}"
+        );
     }
+    // A name of any script, and one padded with spaces, is taken by both.
+    template(&[
+        "--set-json",
+        r#"pvcHealthWriters=["oidc:josé@example.com", " bot "]"#,
+    ]);
+    assert_eq!(server_takes_writers("oidc:josé@example.com, bot "), Ok(()));
     // A quote or a backslash in a name is escaped in the CEL string.
     let objects = template(&["--set-json", r#"pvcHealthWriters=["o'brien\\x"]"#]);
     let validating = objects

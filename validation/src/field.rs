@@ -292,7 +292,7 @@ impl fmt::Display for GoQuoted<'_> {
 
 /// Go's `strconv.IsPrint`: letters, marks, numbers, punctuation, symbols (Unicode 15.0.0, as
 /// Go's tables) and the ASCII space.
-fn is_go_printable(c: char) -> bool {
+pub(crate) fn is_go_printable(c: char) -> bool {
     use unicode_general_category::{GeneralCategory as G, get_general_category};
     if c.is_ascii() {
         return matches!(c, ' '..='~');

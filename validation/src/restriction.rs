@@ -34,6 +34,44 @@ pub struct RestrictionPolicy {
     pub pvc_health_writers: Option<HashSet<String>>,
 }
 
+/// Why an entry of the claim writer list is refused. The list is written into CEL strings in
+/// a YAML block by the chart and into a flag by the server: an entry that is blank, holds the
+/// list's separator or a character that is not printable (a control, a format character, a
+/// separator other than the ASCII space, such as U+0085, U+2028 or U+2029, which YAML reads as
+/// a line break) could be read as another list by one of them.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BadWriterName {
+    /// Nothing but spaces: it names nobody.
+    #[error("a blank entry names nobody; list usernames separated by commas")]
+    Blank,
+    /// A comma: the list's separator.
+    #[error("a username cannot hold a comma, the list's separator")]
+    Comma,
+    /// A character Go's `strconv.IsPrint` refuses, as `U+XXXX`.
+    #[error("a username cannot hold {0}, which is not printable")]
+    NotPrintable(String),
+}
+
+/// An entry of the claim writer list (`--pvc-health-writers`, the chart's `pvcHealthWriters`)
+/// as a username: without its surrounding spaces, or why it is refused. The chart refuses the
+/// same entries: printable characters are what Go's `strconv.IsPrint` takes, which its
+/// templates test with the same Unicode tables.
+pub fn writer_name(entry: &str) -> Result<&str, BadWriterName> {
+    if let Some(c) = entry.chars().find(|&c| !crate::field::is_go_printable(c)) {
+        return Err(BadWriterName::NotPrintable(format!(
+            "U+{:04X}",
+            u32::from(c)
+        )));
+    }
+    if entry.contains(',') {
+        return Err(BadWriterName::Comma);
+    }
+    match entry.trim_matches(' ') {
+        "" => Err(BadWriterName::Blank),
+        name => Ok(name),
+    }
+}
+
 /// Why the node restriction refuses a write: the reason of its 403, as upstream words it.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Restricted {
@@ -149,6 +187,40 @@ fn unknown_node(username: &str) -> Restricted {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn writer_names_are_printable_and_not_blank() {
+        assert_eq!(
+            writer_name(" system:serviceaccount:kube-system:monitor "),
+            Ok("system:serviceaccount:kube-system:monitor")
+        );
+        assert_eq!(
+            writer_name("oidc:josé@example.com"),
+            Ok("oidc:josé@example.com")
+        );
+        assert_eq!(writer_name("o'brien\\x"), Ok("o'brien\\x"));
+        assert_eq!(writer_name("  "), Err(BadWriterName::Blank));
+        assert_eq!(writer_name("a,b"), Err(BadWriterName::Comma));
+        // The line breaks of YAML, other separators, controls and format characters.
+        for (bad, code) in [
+            ("a\u{85}        expression: size(\"\") == 1 //", "U+0085"),
+            ("a\u{2028}b", "U+2028"),
+            ("a\u{2029}b", "U+2029"),
+            ("a\nb", "U+000A"),
+            ("a\tb", "U+0009"),
+            ("a\u{a0}b", "U+00A0"),
+            ("a\u{200b}b", "U+200B"),
+            ("a\u{202e}b", "U+202E"),
+            ("a\u{feff}", "U+FEFF"),
+            ("a\u{e000}", "U+E000"),
+        ] {
+            assert_eq!(
+                writer_name(bad),
+                Err(BadWriterName::NotPrintable(code.to_owned())),
+                "{bad:?}"
+            );
+        }
+    }
 
     /// One write, as the tests vary it.
     #[derive(Clone)]

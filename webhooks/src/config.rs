@@ -128,7 +128,8 @@ pub struct ServeArgs {
     pub storage_health_unique_conditions: bool,
     /// Usernames allowed to change PVC status.healthStatus (comma-separated); not given: any
     /// user but nodes. A blank entry is refused: a list that names nobody would refuse every
-    /// writer, and one with a stray comma would silently mean another list.
+    /// writer, and one with a stray comma would silently mean another list. So is an entry with
+    /// a character that is not printable, as the chart refuses it.
     #[arg(long, env = "VOLUME_HEALTH_PVC_HEALTH_WRITERS", value_delimiter = ',', value_parser = writer)]
     pub pvc_health_writers: Vec<String>,
     /// On `/mutate`, rewrite a status write that in-tree validation or this project's storage
@@ -257,12 +258,11 @@ impl ServeArgs {
 }
 
 /// One user of `--pvc-health-writers`, trimmed; a blank one is refused.
+/// An entry of `--pvc-health-writers`, refused as the chart refuses it.
 fn writer(s: &str) -> Result<String, String> {
-    let name = s.trim();
-    if name.is_empty() {
-        return Err("a blank entry names nobody; list usernames separated by commas".to_owned());
-    }
-    Ok(name.to_owned())
+    volume_health_validation::restriction::writer_name(s)
+        .map(str::to_owned)
+        .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

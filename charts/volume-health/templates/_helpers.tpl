@@ -71,10 +71,13 @@ another list, or break the YAML: refused at render time. */}}
 {{- define "volume-health.celStrings" -}}
 {{- $quoted := list }}
 {{- range . }}
-{{- if or (not (kindIs "string" .)) (eq (trim (toString .)) "") (regexMatch "[[:cntrl:],]" (toString .)) }}
-{{- fail (printf "pvcHealthWriters: %q is not a username (blank entries, commas and control characters are refused)" (toString .)) }}
+{{- /* Printable as Go's strconv.IsPrint (the server's test too): letters, marks, numbers,
+punctuation, symbols and the ASCII space. Anything else, U+0085, U+2028 and U+2029 among them,
+could end the string in the YAML block it is written into. */}}
+{{- if or (not (kindIs "string" .)) (eq (trim (toString .)) "") (regexMatch "[^\\p{L}\\p{M}\\p{N}\\p{P}\\p{S} ]|," (toString .)) }}
+{{- fail (printf "pvcHealthWriters: %q is not a username (blank entries, commas and characters that are not printable are refused)" (toString .)) }}
 {{- end }}
-{{- $quoted = append $quoted (printf "'%s'" (. | replace "\\" "\\\\" | replace "'" "\\'")) }}
+{{- $quoted = append $quoted (printf "'%s'" (trim . | replace "\\" "\\\\" | replace "'" "\\'")) }}
 {{- end }}
 {{- join ", " $quoted }}
 {{- end }}
