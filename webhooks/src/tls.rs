@@ -99,6 +99,22 @@ impl CertificateFiles {
     fn read(&self) -> Result<(Vec<u8>, Vec<u8>), TlsError> {
         Ok((read(&self.cert)?, read(&self.key)?))
     }
+
+    /// `ca.crt` beside the certificate, as a `kubernetes.io/tls` Secret from cert-manager or the
+    /// provided-certs overlay carries it: the CA the apiserver is given to trust.
+    pub fn ca(&self) -> PathBuf {
+        self.cert.with_file_name("ca.crt")
+    }
+
+    /// The CA beside the certificate, when there is one.
+    fn read_ca(&self) -> Result<Option<Vec<u8>>, TlsError> {
+        let path = self.ca();
+        match fs::read(&path) {
+            Ok(pem) => Ok(Some(pem)),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(TlsError::Read { path, source }),
+        }
+    }
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
@@ -204,6 +220,110 @@ pub fn check_servable(
     }
 }
 
+/// Checks that `key`'s chain verifies against the CA bundle `ca_pem` (the `ca.crt` beside the
+/// certificate), as a client that trusts only that CA verifies it: signatures, validity and
+/// usage up to one of its certificates, for `server_name` or, without one, for the leaf's first
+/// name. A pair signed by another CA would be refused by every apiserver that trusts this one.
+pub fn check_trusted(
+    files: &CertificateFiles,
+    key: &CertifiedKey,
+    ca_pem: &[u8],
+    server_name: Option<&str>,
+) -> Result<(), TlsError> {
+    use rustls::client::WebPkiServerVerifier;
+    use rustls::client::danger::ServerCertVerifier;
+    use rustls::pki_types::{ServerName, UnixTime};
+    let ca = files.ca();
+    let untrusted = |why: String| TlsError::Unservable {
+        path: files.cert.clone(),
+        why,
+    };
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca_pem) {
+        let cert = cert.map_err(|source| TlsError::Pem {
+            path: ca.clone(),
+            source,
+        })?;
+        roots.add(cert).map_err(|source| TlsError::Rustls {
+            context: format!("CA in {}", ca.display()),
+            source,
+        })?;
+    }
+    if roots.is_empty() {
+        return Err(TlsError::NoCertificate(ca));
+    }
+    let verifier = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider())
+        .build()
+        .map_err(|err| {
+            untrusted(format!(
+                "{} is not a CA bundle to verify with: {err}",
+                ca.display()
+            ))
+        })?;
+    let (leaf, intermediates) = key
+        .cert
+        .split_first()
+        .ok_or_else(|| untrusted("no certificate".to_owned()))?;
+    let name = match server_name {
+        Some(name) => name.to_owned(),
+        None => first_name(leaf).ok_or_else(|| {
+            untrusted("it names no host or address a client could ask for".to_owned())
+        })?,
+    };
+    let name = ServerName::try_from(name.as_str())
+        .map_err(|err| untrusted(format!("{name:?} is not a server name: {err}")))?;
+    verifier
+        .verify_server_cert(leaf, intermediates, &name, &[], UnixTime::now())
+        .map(|_| ())
+        .map_err(|err| {
+            untrusted(format!(
+                "its chain does not verify against {}: {err}",
+                ca.display()
+            ))
+        })
+}
+
+/// The first DNS name or IP address of a leaf's subject alternative names, as text.
+fn first_name(leaf: &CertificateDer<'_>) -> Option<String> {
+    let (_, cert) = x509_parser::parse_x509_certificate(leaf.as_ref()).ok()?;
+    let sans = cert.subject_alternative_name().ok()??;
+    sans.value
+        .general_names
+        .iter()
+        .find_map(|general| match general {
+            x509_parser::extensions::GeneralName::DNSName(dns) => {
+                Some(dns.trim_start_matches("*.").to_owned())
+            }
+            x509_parser::extensions::GeneralName::IPAddress(bytes) => match bytes.len() {
+                4 => <[u8; 4]>::try_from(*bytes)
+                    .ok()
+                    .map(|b| std::net::IpAddr::from(b).to_string()),
+                16 => <[u8; 16]>::try_from(*bytes)
+                    .ok()
+                    .map(|b| std::net::IpAddr::from(b).to_string()),
+                _ => None,
+            },
+            _ => None,
+        })
+}
+
+/// A pair read from `files`, as it would be served: it loads, a client would accept it
+/// ([`check_servable`]), and, when a CA is beside it, its chain verifies against that CA
+/// ([`check_trusted`]). The same checks at startup and on every reload.
+pub fn servable(
+    files: &CertificateFiles,
+    contents: &PairContents,
+    ca_pem: Option<&[u8]>,
+    server_name: Option<&str>,
+) -> Result<CertifiedKey, TlsError> {
+    let key = certified_key(files, &contents.0, &contents.1)?;
+    check_servable(files, &key, server_name)?;
+    if let Some(ca_pem) = ca_pem {
+        check_trusted(files, &key, ca_pem, server_name)?;
+    }
+    Ok(key)
+}
+
 /// Whether the certificate's DNS name `pattern` names `host`, as a TLS client matches it: case
 /// aside, equal, or a `*.` wildcard standing for exactly one leftmost label.
 fn dns_matches(pattern: &str, host: &str) -> bool {
@@ -262,16 +382,23 @@ pub type PairContents = (Vec<u8>, Vec<u8>);
 
 /// Loads `files` into a new resolver, also returning the contents loaded, for [`watch`] to
 /// compare against: a change between this load and the watcher's start is then still seen.
-pub fn load(files: &CertificateFiles) -> Result<(ReloadingResolver, PairContents), TlsError> {
-    let (cert, key) = files.read()?;
-    let resolver = ReloadingResolver::new(certified_key(files, &cert, &key)?);
-    Ok((resolver, (cert, key)))
+/// The pair must be [`servable`], as a reload must: a server started on a certificate that no
+/// client accepts would answer nothing while it looked up.
+pub fn load(
+    files: &CertificateFiles,
+    server_name: Option<&str>,
+) -> Result<(ReloadingResolver, PairContents), TlsError> {
+    let contents = files.read()?;
+    let ca = files.read_ca()?;
+    let key = servable(files, &contents, ca.as_deref(), server_name)?;
+    Ok((ReloadingResolver::new(key), contents))
 }
 
-/// Polls `files` every `interval` and serves a changed pair once it parses and a client would
-/// accept it ([`check_servable`]: valid now, for serving, naming `server_name` when given); a
-/// broken or unservable pair is logged and counted once per change, and the last good pair
-/// stays in service.
+/// Polls `files` every `interval` and serves a changed pair once it is [`servable`]: it parses,
+/// a client would accept it (valid now, for serving, naming `server_name` when given), and its
+/// chain verifies against the `ca.crt` beside it when there is one; a broken, unservable or
+/// untrusted pair is logged and counted once per change, and the last good pair stays in
+/// service.
 ///
 /// Polling the contents, rather than watching inodes, catches both an in-place rewrite and the
 /// way kubelet updates a Secret volume (a new timestamped directory and an atomic swap of the
@@ -294,6 +421,8 @@ pub async fn watch(
 ) {
     let mut state = ReloadState::new(loaded);
     state.server_name = server_name;
+    // Polls in a row that could not read the files.
+    let mut unreadable = 0u32;
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -303,18 +432,32 @@ pub async fn watch(
         }
         let files_now = files.clone();
         // File reads block; keep them off the request workers.
-        let read = tokio::task::spawn_blocking(move || files_now.read()).await;
-        let contents = match read {
-            Ok(Ok(contents)) => contents,
+        let read = tokio::task::spawn_blocking(move || {
+            let contents = files_now.read()?;
+            Ok::<_, TlsError>((contents, files_now.read_ca()?))
+        })
+        .await;
+        let (contents, ca) = match read {
+            Ok(Ok(read)) => {
+                unreadable = 0;
+                read
+            }
             Ok(Err(err)) => {
-                // Missing files are normal for an instant during some rotations; a file that
-                // stays unreadable is worth a line at debug level, the old pair still serves.
-                tracing::debug!(error = %volume_health_validation::error::chain(&err), "certificate files unreadable");
+                // Missing files are normal for an instant during some rotations; files that
+                // stay unreadable are worth a warning, once: the old pair still serves, and
+                // the next rotation will not be seen.
+                unreadable += 1;
+                let error = volume_health_validation::error::chain(&err);
+                if unreadable == 2 {
+                    tracing::warn!(error = %error, "certificate files unreadable; the previous pair still serves");
+                } else {
+                    tracing::debug!(error = %error, "certificate files unreadable");
+                }
                 continue;
             }
             Err(_) => continue,
         };
-        match state.observe(&files, contents) {
+        match state.observe(&files, contents, ca.as_deref()) {
             Reload::Unchanged => {}
             Reload::Serve(key) => {
                 if let Some(at) = expires_at(&key) {
@@ -372,16 +515,17 @@ impl ReloadState {
         }
     }
 
-    fn observe(&mut self, files: &CertificateFiles, contents: PairContents) -> Reload {
+    fn observe(
+        &mut self,
+        files: &CertificateFiles,
+        contents: PairContents,
+        ca: Option<&[u8]>,
+    ) -> Reload {
         if self.last == contents {
             self.unsettled = None;
             return Reload::Unchanged;
         }
-        let servable = certified_key(files, &contents.0, &contents.1).and_then(|key| {
-            check_servable(files, &key, self.server_name.as_deref())?;
-            Ok(key)
-        });
-        match servable {
+        match servable(files, &contents, ca, self.server_name.as_deref()) {
             Ok(key) => {
                 self.last = contents;
                 self.unsettled = None;
@@ -521,17 +665,23 @@ mod tests {
         let (old, new) = (pair(), pair());
         let mut state = ReloadState::new(old.clone());
         assert!(matches!(
-            state.observe(&files(), old.clone()),
+            state.observe(&files(), old.clone(), None),
             Reload::Unchanged
         ));
         // The new certificate read with the old key, then the whole new pair.
         let torn = (new.0.clone(), old.1.clone());
-        assert!(matches!(state.observe(&files(), torn), Reload::NotYet(_)));
         assert!(matches!(
-            state.observe(&files(), new.clone()),
+            state.observe(&files(), torn, None),
+            Reload::NotYet(_)
+        ));
+        assert!(matches!(
+            state.observe(&files(), new.clone(), None),
             Reload::Serve(_)
         ));
-        assert!(matches!(state.observe(&files(), new), Reload::Unchanged));
+        assert!(matches!(
+            state.observe(&files(), new, None),
+            Reload::Unchanged
+        ));
     }
 
     #[test]
@@ -540,20 +690,26 @@ mod tests {
         let mut state = ReloadState::new(good.clone());
         let broken = (other.0, good.1.clone());
         assert!(matches!(
-            state.observe(&files(), broken.clone()),
+            state.observe(&files(), broken.clone(), None),
             Reload::NotYet(_)
         ));
         assert!(matches!(
-            state.observe(&files(), broken.clone()),
+            state.observe(&files(), broken.clone(), None),
             Reload::Broken(_)
         ));
         assert!(matches!(
-            state.observe(&files(), broken.clone()),
+            state.observe(&files(), broken.clone(), None),
             Reload::Unchanged
         ));
-        assert!(matches!(state.observe(&files(), broken), Reload::Unchanged));
+        assert!(matches!(
+            state.observe(&files(), broken, None),
+            Reload::Unchanged
+        ));
         // Going back to the served pair is a change too: served again, nothing reported.
-        assert!(matches!(state.observe(&files(), good), Reload::Serve(_)));
+        assert!(matches!(
+            state.observe(&files(), good, None),
+            Reload::Serve(_)
+        ));
     }
 
     #[test]
@@ -587,12 +743,18 @@ mod tests {
         let mut state = ReloadState::new(good);
         let a = (b"not a cert".to_vec(), b"not a key".to_vec());
         let b = (b"still not".to_vec(), b"not a key".to_vec());
-        assert!(matches!(state.observe(&files(), a), Reload::NotYet(_)));
         assert!(matches!(
-            state.observe(&files(), b.clone()),
+            state.observe(&files(), a, None),
             Reload::NotYet(_)
         ));
-        assert!(matches!(state.observe(&files(), b), Reload::Broken(_)));
+        assert!(matches!(
+            state.observe(&files(), b.clone(), None),
+            Reload::NotYet(_)
+        ));
+        assert!(matches!(
+            state.observe(&files(), b, None),
+            Reload::Broken(_)
+        ));
     }
 
     /// A pair for `names`, tuned by `tune`.
@@ -645,10 +807,13 @@ mod tests {
             let mut state = ReloadState::new(good.clone());
             state.server_name = Some(name.to_owned());
             assert!(
-                matches!(state.observe(&files(), bad.clone()), Reload::NotYet(_)),
+                matches!(
+                    state.observe(&files(), bad.clone(), None),
+                    Reload::NotYet(_)
+                ),
                 "{what}"
             );
-            match state.observe(&files(), bad) {
+            match state.observe(&files(), bad, None) {
                 Reload::Broken(err) => {
                     assert!(matches!(err, TlsError::Unservable { .. }), "{what}: {err}");
                     eprintln!("{what}: {}", volume_health_validation::error::chain(&err));
@@ -667,7 +832,7 @@ mod tests {
             let mut state = ReloadState::new(good.clone());
             state.server_name = server_name.map(str::to_owned);
             assert!(matches!(
-                state.observe(&files(), contents),
+                state.observe(&files(), contents, None),
                 Reload::Serve(_)
             ));
         }

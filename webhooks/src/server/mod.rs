@@ -142,7 +142,7 @@ impl Server {
         let mut loaded = None;
         let (resolver, ca_pem) = match &config.certs {
             CertSource::Files(files) => {
-                let (resolver, contents) = tls::load(files)?;
+                let (resolver, contents) = tls::load(files, config.tls_server_name.as_deref())?;
                 loaded = Some(contents);
                 (resolver, None)
             }

@@ -388,3 +388,65 @@ async fn client_certificates_are_required_and_verified() {
     }
     server.stop().await;
 }
+
+/// A pair that cannot serve stops the server at startup, with the reason, as a reload refuses
+/// it: expired, or signed by another CA than the `ca.crt` beside it.
+#[tokio::test]
+async fn a_certificate_that_cannot_serve_stops_the_server_at_startup() {
+    use volume_health_webhooks::server::Server;
+    let ca = Ca::new("startup CA");
+    let dir = tempfile::tempdir().unwrap();
+    let files = support::write_pair(dir.path(), &ca.server_pair_expiring(2020));
+    let Err(err) = Server::bind(support::config(CertSource::Files(files))).await else {
+        panic!("an expired certificate was served");
+    };
+    let message = volume_health_validation::error::chain(&err);
+    assert!(message.contains("not now"), "{message}");
+
+    let other = Ca::new("another CA");
+    let files = support::write_pair(dir.path(), &other.server_pair());
+    std::fs::write(dir.path().join("ca.crt"), &ca.pem).unwrap();
+    let Err(err) = Server::bind(support::config(CertSource::Files(files.clone()))).await else {
+        panic!("a certificate of another CA was served");
+    };
+    let message = volume_health_validation::error::chain(&err);
+    assert!(
+        message.contains("does not verify against") && message.contains("ca.crt"),
+        "{message}"
+    );
+    // Signed by the CA beside it: served.
+    support::write_pair(dir.path(), &ca.server_pair());
+    let server = Running::start(support::config(CertSource::Files(files))).await;
+    assert_eq!(
+        support::metric(&server.metrics().await, FAILURES),
+        0.0,
+        "nothing refused"
+    );
+    server.stop().await;
+}
+
+/// A reload whose chain does not verify against the `ca.crt` beside it (cert-manager's Secret
+/// carries one) is kept out and counted; the CA's own next pair is served.
+#[tokio::test]
+async fn a_reload_signed_by_another_ca_is_kept_out_and_counted() {
+    let ca = Ca::new("trusted CA");
+    let first = ca.server_pair();
+    let dir = tempfile::tempdir().unwrap();
+    let files = support::write_pair(dir.path(), &first);
+    std::fs::write(dir.path().join("ca.crt"), &ca.pem).unwrap();
+    let server = Running::start(support::config(CertSource::Files(files.clone()))).await;
+
+    let stranger = Ca::new("stranger CA").server_pair();
+    support::write_pair(dir.path(), &stranger);
+    let metrics = wait_for_metric(&server, FAILURES, 1.0).await;
+    assert_eq!(support::metric(&metrics, SUCCESSES), 0.0, "{metrics}");
+    assert_eq!(served_leaf(&server, &ca.pem).await, first.leaf_der());
+
+    let next = ca.server_pair();
+    support::write_pair(dir.path(), &next);
+    assert!(wait_for_leaf(&server, &ca.pem, &next.leaf_der(), Duration::from_secs(20)).await);
+    let metrics = server.metrics().await;
+    assert_eq!(support::metric(&metrics, SUCCESSES), 1.0, "{metrics}");
+    assert_eq!(support::metric(&metrics, FAILURES), 1.0, "{metrics}");
+    server.stop().await;
+}
