@@ -184,20 +184,24 @@ pub struct ServeArgs {
     /// Time allowed to receive a request's body (the answer follows without waiting).
     #[arg(long, env = "VOLUME_HEALTH_REQUEST_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
     pub request_timeout: Duration,
-    /// Most connections served at once on each port. With all taken, the oldest with no
-    /// request under way (in its handshake, sending its headers, or idle) is closed for a new
-    /// one; with none such, new ones wait in the listen backlog.
+    /// Most connections served at once on each port. With all taken, the oldest that has not yet sent a whole request head
+    /// (in its handshake, or sending its first head) is closed for a new one; with none such,
+    /// new ones wait in the listen backlog. A connection that has sent a request is never
+    /// closed to make room: its client may be writing the next one on it.
     #[arg(long, env = "VOLUME_HEALTH_MAX_CONNECTIONS", default_value_t = 1024)]
     pub max_connections: usize,
-    /// Most connections from one client address on each port. Beyond it, that client's oldest
-    /// connection with no request under way is closed for the new one, or, with none such, the
-    /// new one is: one pod cannot take the slots of the apiserver or of the kubelet's probes.
+    /// Most connections from one client address on each port; 0 (the default): no such limit.
+    /// Beyond it, that client's oldest connection that has not yet sent a whole request head is
+    /// closed for the new one, or, with none such, the new one is. The apiserver calls over
+    /// HTTP/1.1, a connection per call in flight, all from its own address: a limit below its
+    /// in-flight requests (600 by default) refuses its calls.
     #[arg(
         long,
         env = "VOLUME_HEALTH_MAX_CONNECTIONS_PER_PEER",
-        default_value_t = 256
+        default_value_t = 0
     )]
     pub max_connections_per_peer: usize,
+
     /// After SIGTERM, keep accepting this long (readiness already failing, clients asked to
     /// reconnect): at least the readiness probe's period × failure threshold plus propagation.
     #[arg(long, env = "VOLUME_HEALTH_SHUTDOWN_DELAY", default_value = "5s", value_parser = humantime::parse_duration)]
@@ -302,7 +306,7 @@ mod tests {
         assert_eq!(config.header_read_timeout, Duration::from_secs(10));
         // Longer than Go's 90 s idle connections, separate from the header timeout.
         assert_eq!(config.idle_timeout, Duration::from_secs(120));
-        assert_eq!(config.max_connections_per_peer, 256);
+        assert_eq!(config.max_connections_per_peer, 0);
         assert_eq!(config.settings.request_timeout, Duration::from_secs(10));
         assert!(config.max_connections > 0);
         // A rotated certificate is served within a minute.

@@ -3,9 +3,13 @@
 //!
 //! The budget (`--max-in-flight-bytes`) is reserved as a body's bytes arrive, never ahead of
 //! them, so a client that sends headers and no body holds none of it; and one client address
-//! may hold at most half of it ([`PEER_SHARE`]), so a client that sends bodies and then stalls
-//! cannot hold all of it either: a review from another address (the apiserver's, beside a
-//! hostile pod) always finds room. Bodies wait for room first come, first served.
+//! may hold at most half of it ([`PEER_SHARE`]), so one client that sends bodies and then stalls
+//! cannot hold all of it: a review from another address finds room beside it. Two such
+//! addresses can, so the apiserver's own reviews need a budget no other client shares. Bodies
+//! wait for room first come, first served. A client with
+//! a certificate from `--client-ca-file` (the apiserver, when the installs turn that on) draws
+//! on a budget of its own, as large: no uncertified client, nor any number of them, can make
+//! its reviews wait.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -20,10 +24,16 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 use super::rejection::Rejection;
 
-/// The address of a request's client, set by the server on every request (absent when a test
-/// drives the router in-process).
+/// Who sent a request, set by the server on every request (absent when a test drives the
+/// router in-process): the client's address, and whether it presented a certificate from
+/// `--client-ca-file` (the apiserver, when the installs turn client certificates on).
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct PeerAddr(pub(crate) IpAddr);
+pub(crate) struct Peer {
+    /// The client's address.
+    pub(crate) addr: IpAddr,
+    /// Whether its connection carries a verified client certificate.
+    pub(crate) certified: bool,
+}
 
 /// The part of `--max-in-flight-bytes` one client address may hold: a half.
 const PEER_SHARE: u32 = 2;
@@ -35,6 +45,9 @@ pub(super) struct BodyBudget {
     request_timeout: Duration,
     in_flight: Arc<Semaphore>,
     in_flight_kib: u32,
+    /// The budget of certified clients: as large, of their own, so that no uncertified client
+    /// can take it from the apiserver.
+    certified: Arc<Semaphore>,
     peers: Arc<Peers>,
 }
 
@@ -82,6 +95,7 @@ impl BodyBudget {
             request_timeout,
             in_flight: Arc::new(Semaphore::new(in_flight_kib as usize)),
             in_flight_kib,
+            certified: Arc::new(Semaphore::new(in_flight_kib as usize)),
             peers: Arc::new(Peers::default()),
         }
     }
@@ -101,7 +115,7 @@ impl BodyBudget {
     /// `tokio::time::timeout` polls the read first and arms its timer only when the body is not
     /// complete yet, so a body that arrived with its headers, as a small review does, never
     /// touches the timer wheel.
-    pub(super) async fn read(&self, peer: Option<IpAddr>, body: Body) -> Result<Body_, Rejection> {
+    pub(super) async fn read(&self, peer: Option<Peer>, body: Body) -> Result<Body_, Rejection> {
         let limit = self.max_request_bytes;
         let hint = body.size_hint();
         if hint.lower() > u64::try_from(limit).unwrap_or(u64::MAX) {
@@ -109,9 +123,17 @@ impl BodyBudget {
         }
         let announced = hint.exact().and_then(|n| usize::try_from(n).ok());
         let deadline = tokio::time::Instant::now() + self.request_timeout;
+        // A certified client draws on its own budget, with no share to keep: it is the
+        // apiserver, and no other client can make it wait.
+        let certified = peer.is_some_and(|p| p.certified);
         let mut held = Held {
             budget: self.clone(),
-            peer,
+            pool: if certified {
+                self.certified.clone()
+            } else {
+                self.in_flight.clone()
+            },
+            peer: peer.filter(|p| !p.certified).map(|p| p.addr),
             permit: None,
             kib: 0,
             share_kib: 0,
@@ -161,6 +183,9 @@ const MIN_BUFFER: usize = 16 * 1024;
 /// What a body holds of the budget, and of its client's share; given back when dropped.
 struct Held {
     budget: BodyBudget,
+    /// The budget drawn on: the shared one, or the certified clients'.
+    pool: Arc<Semaphore>,
+    /// The client whose share is held; `None` for a certified client, which has none.
     peer: Option<IpAddr>,
     permit: Option<OwnedSemaphorePermit>,
     /// KiB of the budget held.
@@ -175,7 +200,12 @@ impl Held {
     /// Holds enough of the budget for a buffer of `capacity` bytes, waiting for room in the
     /// client's share, then in the budget.
     async fn grow_to(&mut self, capacity: usize) -> Result<(), Rejection> {
-        let share = (self.budget.in_flight_kib / PEER_SHARE).max(1);
+        // A certified client may hold its whole budget; any other, its share of the shared one.
+        let share = if Arc::ptr_eq(&self.pool, &self.budget.certified) {
+            self.budget.in_flight_kib
+        } else {
+            (self.budget.in_flight_kib / PEER_SHARE).max(1)
+        };
         let want = kib(capacity).min(share);
         if want <= self.kib {
             return Ok(());
@@ -201,7 +231,7 @@ impl Held {
             }
         }
         let grown = want - self.kib;
-        let more = self.budget.in_flight.clone();
+        let more = self.pool.clone();
         // The semaphore is never closed.
         let acquired = more.acquire_many_owned(grown).await;
         let Ok(permit) = acquired else {

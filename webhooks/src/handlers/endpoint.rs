@@ -11,7 +11,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 
-use super::body::{PeerAddr, off_workers_when_large};
+use super::body::{Peer, off_workers_when_large};
 use super::rejection::{Rejection, json_response};
 use super::state::WebhookState;
 
@@ -40,10 +40,10 @@ pub(super) trait Reviewed {
 /// The skeleton of every endpoint: read the body, decide, log, count, answer.
 pub(super) async fn serve<E: Endpoint>(
     State(state): State<WebhookState>,
-    peer: Option<Extension<PeerAddr>>,
+    peer: Option<Extension<Peer>>,
     body: Body,
 ) -> Response {
-    let peer = peer.map(|Extension(PeerAddr(ip))| ip);
+    let peer = peer.map(|Extension(peer)| peer);
     let body = state.bodies.read(peer, body).await;
     off_workers_when_large(&state, body, |state, body| {
         let started = Instant::now();

@@ -21,7 +21,7 @@ use axum::routing::post;
 
 use crate::metrics::Metrics;
 
-pub(crate) use body::PeerAddr;
+pub(crate) use body::Peer;
 pub use state::{Settings, WebhookState};
 
 /// The webhook routes. Each handler reads its body itself, within `max_request_bytes` (an

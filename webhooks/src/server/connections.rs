@@ -8,18 +8,27 @@
 //! whatever its streams), its streams ([`H2_MAX_STREAMS`]) and header lists
 //! ([`H2_MAX_HEADER_LIST`]). Bodies, once read, are the body budget's (`--max-in-flight-bytes`).
 //!
-//! A full port never keeps a new client out for long: when every slot is taken, or a peer has
-//! `--max-connections-per-peer` open, the oldest connection with no request under way (still
-//! in its handshake, sending a head, or idle between requests) is closed to make room. A probe
-//! or the apiserver is then served beside a thousand idle or half-open sockets, and only
-//! connections with a request under way, each bounded by `--request-timeout`, make it wait.
+//! A full port keeps no new client out for long while sockets that never sent a request hold
+//! its slots: when every slot is taken (or, with `--max-connections-per-peer`, a peer has that
+//! many open), the oldest connection that has not yet sent a whole request head (still in its
+//! handshake, or sending its first head) is closed to make room. A probe or the apiserver is
+//! then served beside a thousand half-open sockets. A connection that has sent a request is
+//! never closed to make room: its client may be writing its next request on it at that
+//! instant, and neither Go nor client-go retries a POST on a connection closed under it. It
+//! ends by its idle timeout, or by `Connection: close` on an answer during a drain.
+//!
+//! With `--client-ca-file`, every client must present a certificate from it (the apiserver,
+//! when the installs turn client certificates on): any other never completes its handshake,
+//! so never sends a request, and its connection is always one to close for a new one. Nor is
+//! an authenticated connection ever closed to make room, even before its first request: no
+//! number of other clients can keep the apiserver out.
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -36,7 +45,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
-use crate::handlers::PeerAddr;
+use crate::handlers::Peer;
 use crate::telemetry::SERVER_TARGET;
 
 /// Most bytes hyper buffers of an HTTP/1.1 connection's input on the webhook port: a head, or
@@ -80,7 +89,7 @@ pub(super) struct Timeouts {
 pub(super) struct Limits {
     /// `--max-connections`.
     pub(super) connections: usize,
-    /// `--max-connections-per-peer`.
+    /// `--max-connections-per-peer`; 0: none.
     pub(super) per_peer: usize,
 }
 
@@ -139,7 +148,7 @@ impl Port {
             transport,
             app,
             timeouts,
-            per_peer: limits.per_peer.max(1),
+            per_peer: limits.per_peer,
             slots: Arc::new(Semaphore::new(limits.connections.max(1))),
             table: Arc::new(Table::default()),
             connections: JoinSet::new(),
@@ -148,10 +157,10 @@ impl Port {
     }
 
     /// Serves connections until `stop` completes, each in its own task. With every slot
-    /// taken, the oldest connection with no request under way is closed for the next one; with
-    /// none such, new connections wait in the listen backlog. A peer with
-    /// `--max-connections-per-peer` open likewise loses its oldest such connection to its new
-    /// one, or, with none, the new one is closed.
+    /// taken, the oldest connection that has not yet sent a whole request head is closed for
+    /// the next one; with none such, new connections wait in the listen backlog. With
+    /// `--max-connections-per-peer`, a peer with that many open likewise loses its oldest such
+    /// connection to its new one, or, with none, the new one is closed.
     pub(super) async fn accept_until(&mut self, stop: impl Future<Output = ()>) {
         tokio::pin!(stop);
         loop {
@@ -231,9 +240,9 @@ impl Port {
     }
 }
 
-/// A slot for a connection that is here, closing the oldest connection with no request under
-/// way when none is free (only then: never ahead of a connection). With none to close, it waits
-/// for one, and the next connections wait in the listen backlog.
+/// A slot for a connection that is here, closing the oldest connection that has not yet
+/// sent a whole request head when none is free (only then: never ahead of a connection). With
+/// none to close, it waits for one, and the next connections wait in the listen backlog.
 async fn slot(slots: &Arc<Semaphore>, table: &Table) -> OwnedSemaphorePermit {
     loop {
         if let Ok(permit) = slots.clone().try_acquire_owned() {
@@ -302,6 +311,16 @@ impl Transport {
                 // instead waits, without any timeout, for 24 bytes that a silent or slow client
                 // never sends, holding a connection slot forever. HTTP/2 over TLS always uses
                 // ALPN (RFC 9113, section 3.2), so no ALPN means HTTP/1.1.
+                // A certificate here was verified against `--client-ca-file`: the client is
+                // one the installs trust, the apiserver.
+                if tls
+                    .get_ref()
+                    .1
+                    .peer_certificates()
+                    .is_some_and(|chain| !chain.is_empty())
+                {
+                    activity.authenticated.store(true, Ordering::Release);
+                }
                 let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
                 let io = TokioIo::new(tls);
                 if h2 {
@@ -443,7 +462,10 @@ where
 {
     let activity = activity.clone();
     tower::service_fn(move |mut request: http::Request<hyper::body::Incoming>| {
-        request.extensions_mut().insert(PeerAddr(peer));
+        request.extensions_mut().insert(Peer {
+            addr: peer,
+            certified: activity.authenticated.load(Ordering::Acquire),
+        });
         let mut app = app.clone();
         let under_way = UnderWay::start(activity.clone());
         async move {
@@ -459,6 +481,8 @@ struct UnderWay(Arc<Activity>);
 
 impl UnderWay {
     fn start(activity: Arc<Activity>) -> Self {
+        // A whole head arrived: the connection is one its client may reuse.
+        activity.headed.store(true, Ordering::Release);
         activity.in_flight.fetch_add(1, Ordering::AcqRel);
         activity.changed.notify_one();
         UnderWay(activity)
@@ -571,6 +595,11 @@ pub(super) struct Activity {
     changed: Notify,
     /// Closes the connection to make room (see [`Table`]).
     evict: CancellationToken,
+    /// Whether a whole request head has arrived on it: from then on it is never closed to
+    /// make room.
+    headed: AtomicBool,
+    /// Whether its client presented a certificate from `--client-ca-file`.
+    authenticated: AtomicBool,
 }
 
 /// The open connections of a port, oldest first, and how many each peer has.
@@ -601,12 +630,13 @@ impl Table {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Enters a connection from `peer`. At `per_peer` already, the peer's oldest connection
-    /// with no request under way is closed for it; with none such, `None`: the new one is
-    /// refused.
+    /// Enters a connection from `peer`. With `per_peer` (not 0) there already, the peer's
+    /// oldest connection that has not yet sent a whole request head is closed for it; with
+    /// none such, `None`: the new one is refused.
     fn admit(self: &Arc<Self>, peer: IpAddr, per_peer: usize) -> Option<Entry> {
         let mut inner = self.lock();
-        if inner.per_peer.get(&peer).copied().unwrap_or(0) >= per_peer
+        if per_peer > 0
+            && inner.per_peer.get(&peer).copied().unwrap_or(0) >= per_peer
             && !Self::evict_in(&mut inner, Some(peer))
         {
             return None;
@@ -623,8 +653,8 @@ impl Table {
         })
     }
 
-    /// Closes the oldest connection (of `peer`, when given) with no request under way; whether
-    /// there was one.
+    /// Closes the oldest connection (of `peer`, when given) that has not yet sent a whole
+    /// request head and whose client is not authenticated; whether there was one.
     fn evict_oldest_idle(&self, peer: Option<IpAddr>) -> bool {
         Self::evict_in(&mut self.lock(), peer)
     }
@@ -632,7 +662,8 @@ impl Table {
     fn evict_in(inner: &mut TableInner, peer: Option<IpAddr>) -> bool {
         let oldest = inner.open.iter().find(|(_, (ip, activity))| {
             peer.is_none_or(|peer| *ip == peer)
-                && activity.in_flight.load(Ordering::Acquire) == 0
+                && !activity.headed.load(Ordering::Acquire)
+                && !activity.authenticated.load(Ordering::Acquire)
                 && !activity.evict.is_cancelled()
         });
         let Some((&id, _)) = oldest else {

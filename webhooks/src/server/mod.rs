@@ -60,12 +60,12 @@ pub struct ServeConfig {
     /// A keep-alive connection, HTTP/1.1 or h2, with no request for this long after its last
     /// answer is closed; longer than the apiserver's own 90 s, so that the client closes first.
     pub idle_timeout: Duration,
-    /// Most connections served at once on each port. With all taken, the oldest with no
-    /// request under way is closed for a new one; with none such, new ones wait in the listen
-    /// backlog.
+    /// Most connections served at once on each port. With all taken, the oldest that has not yet sent a whole request head is closed for a new
+    /// one; with none such, new ones wait in the listen backlog.
     pub max_connections: usize,
-    /// Most connections of one client address on each port; beyond it, its oldest with no
-    /// request under way is closed for the new one, or, with none such, the new one is.
+    /// Most connections of one client address on each port (0: none); beyond it, its oldest
+    /// that has not yet sent a whole request head is closed for the new one, or, with none
+    /// such, the new one is.
     pub max_connections_per_peer: usize,
     /// After the drain starts, how long to keep accepting, and asking every client to
     /// reconnect, while endpoints stop routing here: at least the readiness probe's period ×

@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod admission;
+mod apiserver_load;
 mod check;
 mod clients;
 mod flags;

@@ -305,7 +305,7 @@ pub(crate) fn config(certs: CertSource) -> ServeConfig {
         header_read_timeout: Duration::from_secs(1),
         idle_timeout: Duration::from_secs(1),
         max_connections: 4096,
-        max_connections_per_peer: 4096,
+        max_connections_per_peer: 0,
         shutdown_delay: Duration::ZERO,
         shutdown_timeout: Duration::from_secs(5),
     }
