@@ -71,7 +71,58 @@ impl Peers {
 /// A request body, with its share of `--max-in-flight-bytes` held until the answer is made.
 pub(super) struct Body_ {
     pub(super) bytes: Bytes,
+    /// When the client stops waiting for the answer (its `timeout`): an answer after it is
+    /// work for nothing.
+    pub(super) given_up_at: Option<tokio::time::Instant>,
     _held: Held,
+}
+
+impl Body_ {
+    /// Whether the client has stopped waiting for the answer.
+    pub(super) fn given_up(&self) -> bool {
+        self.given_up_at
+            .is_some_and(|at| tokio::time::Instant::now() >= at)
+    }
+}
+
+/// The `timeout` the apiserver puts in a webhook call's query (`?timeout=3s`, the entry's
+/// `timeoutSeconds`, as client-go writes a duration): how long it waits for the answer.
+pub(super) fn client_timeout(query: Option<&str>) -> Option<Duration> {
+    let value = query?
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("timeout="))?;
+    go_duration(value)
+}
+
+/// A duration as Go writes one: `3s`, `1.5s`, `1m30s`, `250ms`; `None` for anything else.
+fn go_duration(text: &str) -> Option<Duration> {
+    let mut rest = text;
+    let mut total = Duration::ZERO;
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let number: f64 = rest[..digits].parse().ok()?;
+        rest = &rest[digits..];
+        let unit = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let seconds = match &rest[..unit] {
+            "h" => 3600.0,
+            "m" => 60.0,
+            "s" => 1.0,
+            "ms" => 1e-3,
+            "us" | "µs" => 1e-6,
+            "ns" => 1e-9,
+            _ => return None,
+        };
+        rest = &rest[unit..];
+        total = total.checked_add(Duration::try_from_secs_f64(number * seconds).ok()?)?;
+    }
+    Some(total)
 }
 
 /// Bodies larger than this are decided on the blocking pool, so that a large review never holds
@@ -115,14 +166,26 @@ impl BodyBudget {
     /// `tokio::time::timeout` polls the read first and arms its timer only when the body is not
     /// complete yet, so a body that arrived with its headers, as a small review does, never
     /// touches the timer wheel.
-    pub(super) async fn read(&self, peer: Option<Peer>, body: Body) -> Result<Body_, Rejection> {
+    /// `client_timeout` is how long the client waits for the answer (see [`client_timeout`]):
+    /// the body gets no longer than that either.
+    pub(super) async fn read(
+        &self,
+        peer: Option<Peer>,
+        client_timeout: Option<Duration>,
+        body: Body,
+    ) -> Result<Body_, Rejection> {
         let limit = self.max_request_bytes;
         let hint = body.size_hint();
         if hint.lower() > u64::try_from(limit).unwrap_or(u64::MAX) {
             return Err(Rejection::TooLarge);
         }
         let announced = hint.exact().and_then(|n| usize::try_from(n).ok());
-        let deadline = tokio::time::Instant::now() + self.request_timeout;
+        let now = tokio::time::Instant::now();
+        let given_up_at = client_timeout.map(|timeout| now + timeout);
+        // The client stops waiting first: past its timeout the body is shed, not waited for.
+        let shed = client_timeout.is_some_and(|t| t < self.request_timeout);
+        let deadline =
+            now + client_timeout.map_or(self.request_timeout, |t| t.min(self.request_timeout));
         // A certified client draws on its own budget, with no share to keep: it is the
         // apiserver, and no other client can make it wait.
         let certified = peer.is_some_and(|p| p.certified);
@@ -169,8 +232,10 @@ impl BodyBudget {
         match tokio::time::timeout_at(deadline, read).await {
             Ok(bytes) => Ok(Body_ {
                 bytes: bytes?,
+                given_up_at,
                 _held: held,
             }),
+            Err(_elapsed) if shed => Err(Rejection::GivenUp),
             Err(_elapsed) if held.waiting => Err(Rejection::Busy),
             Err(_elapsed) => Err(Rejection::TimedOut),
         }
@@ -283,4 +348,27 @@ pub(super) async fn off_workers_when_large<S: Clone + Send + Sync + 'static>(
     tokio::task::spawn_blocking(move || answer(&pool_state, body))
         .await
         .map_err(|_panicked| Rejection::Panicked)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_apiservers_timeout_is_read_from_the_query() {
+        let cases = [
+            (Some("timeout=3s"), Some(Duration::from_secs(3))),
+            (Some("a=b&timeout=1m30s"), Some(Duration::from_secs(90))),
+            (Some("timeout=250ms"), Some(Duration::from_millis(250))),
+            (Some("timeout=1.5s"), Some(Duration::from_millis(1500))),
+            (Some("timeout=3"), None),
+            (Some("timeout="), None),
+            (Some("timeout=3x"), None),
+            (Some("timeouts=3s"), None),
+            (None, None),
+        ];
+        for (query, want) in cases {
+            assert_eq!(client_timeout(query), want, "{query:?}");
+        }
+    }
 }

@@ -7,11 +7,11 @@ use std::time::{Duration, Instant};
 
 use axum::Extension;
 use axum::body::Body;
-use axum::extract::State;
+use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 
-use super::body::{Peer, off_workers_when_large};
+use super::body::{Peer, client_timeout, off_workers_when_large};
 use super::rejection::{Rejection, json_response};
 use super::state::WebhookState;
 
@@ -41,12 +41,23 @@ pub(super) trait Reviewed {
 pub(super) async fn serve<E: Endpoint>(
     State(state): State<WebhookState>,
     peer: Option<Extension<Peer>>,
+    RawQuery(query): RawQuery,
     body: Body,
 ) -> Response {
     let peer = peer.map(|Extension(peer)| peer);
-    let body = state.bodies.read(peer, body).await;
+    let timeout = client_timeout(query.as_deref());
+    let body = state.bodies.read(peer, timeout, body).await;
     off_workers_when_large(&state, body, |state, body| {
         let started = Instant::now();
+        // A body that waited past its client's timeout (for the blocking pool, under load) is
+        // not decided: nobody would read the answer.
+        let body = body.and_then(|body| {
+            if body.given_up() {
+                Err(Rejection::GivenUp)
+            } else {
+                Ok(body)
+            }
+        });
         let decided = body.and_then(|body| {
             let reviewed = E::decide(state, &body.bytes)?;
             let elapsed = started.elapsed();

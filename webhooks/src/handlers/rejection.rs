@@ -27,6 +27,8 @@ pub(super) enum Rejection {
     BadReview(Box<dyn std::error::Error + Send + Sync>),
     /// Deciding failed.
     Panicked,
+    /// Ready to be decided only after its client's `timeout`: shed, undecided.
+    GivenUp,
 }
 
 impl From<BadReview> for Rejection {
@@ -46,7 +48,7 @@ impl Rejection {
         match self {
             Rejection::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Rejection::TimedOut => StatusCode::REQUEST_TIMEOUT,
-            Rejection::Busy => StatusCode::SERVICE_UNAVAILABLE,
+            Rejection::Busy | Rejection::GivenUp => StatusCode::SERVICE_UNAVAILABLE,
             Rejection::Read(_) | Rejection::BadReview(_) => StatusCode::BAD_REQUEST,
             Rejection::Panicked => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -56,7 +58,7 @@ impl Rejection {
     fn reason(&self) -> &'static str {
         match self {
             Rejection::TooLarge => "RequestEntityTooLarge",
-            Rejection::TimedOut => "Timeout",
+            Rejection::TimedOut | Rejection::GivenUp => "Timeout",
             Rejection::Read(_) | Rejection::BadReview(_) => "BadRequest",
             Rejection::Busy | Rejection::Panicked => "InternalError",
         }
@@ -77,6 +79,9 @@ impl Rejection {
             }
             Rejection::BadReview(err) => error::chain(&**err),
             Rejection::Panicked => "the review could not be decided".to_owned(),
+            Rejection::GivenUp => {
+                "the client's timeout passed before the review could be decided; shed".to_owned()
+            }
         };
         match cut(&message, MAX_MESSAGE_BYTES) {
             std::borrow::Cow::Borrowed(_) => message,
@@ -89,6 +94,7 @@ impl Rejection {
         match self {
             Rejection::TooLarge => "too_large",
             Rejection::TimedOut => "timeout",
+            Rejection::GivenUp => "shed",
             Rejection::Read(_) | Rejection::BadReview(_) => "bad_request",
             Rejection::Busy | Rejection::Panicked => "error",
         }

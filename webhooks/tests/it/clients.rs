@@ -408,3 +408,52 @@ async fn health_port_cuts_slow_clients_and_still_answers_probes() {
     );
     f.server.stop().await;
 }
+
+/// The apiserver's `?timeout=` (its entry's `timeoutSeconds`) bounds a review as
+/// `--request-timeout` does, when it is shorter: a body that stops coming is shed at the
+/// client's timeout, answered 503 and counted, not waited for until `--request-timeout`.
+#[tokio::test]
+async fn the_clients_timeout_sheds_a_stalled_body_at_that_timeout() {
+    let f = start(|c| c.settings.request_timeout = Duration::from_secs(10)).await;
+    let client = client_config(&f.ca_pem, None, &[b"http/1.1"]);
+    let mut tls = tls_connect(f.server.secure, &client, "localhost")
+        .await
+        .unwrap();
+    let body = support::valid_review();
+    tls.write_all(
+        format!(
+            "POST /validate?timeout=1s HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    tls.write_all(&body[..body.len() / 2]).await.unwrap();
+    tls.flush().await.unwrap();
+    let started = Instant::now();
+    let mut head = [0u8; 12];
+    tokio::time::timeout(Duration::from_secs(5), tls.read_exact(&mut head))
+        .await
+        .expect("answered at the client's timeout, not --request-timeout")
+        .unwrap();
+    let took = started.elapsed();
+    assert_eq!(&head, b"HTTP/1.1 503");
+    assert!(
+        took >= Duration::from_millis(500) && took < Duration::from_secs(3),
+        "{took:?}"
+    );
+    const SHED: &str = r#"volume_health_webhook_requests_total{endpoint="validate",resource="unknown",operation="unknown",decision="shed"}"#;
+    assert_eq!(support::metric(&f.server.metrics().await, SHED), 1.0);
+    // A review within its timeout is answered as ever.
+    let answer = post(
+        f.server.secure,
+        &f.client,
+        "/validate?timeout=3s",
+        support::valid_review(),
+    )
+    .await
+    .unwrap();
+    assert_allowed(&answer);
+    f.server.stop().await;
+}
