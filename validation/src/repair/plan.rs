@@ -534,39 +534,15 @@ pub(crate) fn pod(
     if sink.made == 0 {
         return Ok(None);
     }
-    write_entries(list, &groups, limit, |out, entry, group| {
-        out.push_str("{\"name\":");
-        write_json(out, &*entry.name);
-        match (&entry.health_conditions, group.conditions) {
-            (Some(conditions), Conditions::AsThey) => {
-                out.push_str(",\"healthConditions\":");
-                write_volume_list(out, conditions);
-            }
-            (_, Conditions::AsThey) => {}
-            _ if group.has_conditions => {
-                out.push_str(",\"healthConditions\":");
-                write_kept(out, groups.kept(group));
-            }
-            _ => {}
-        }
-        if let Some(time) = &entry.last_transition_time {
-            out.push_str(",\"lastTransitionTime\":");
-            write_json(out, time);
-        }
-        out.push('}');
-    })
+    write_entries(list, &groups, limit)
 }
 
-/// Writes each kept group at its first entry, with `write`; past `limit` bytes it stops, and
-/// the list is too large.
-fn write_entries<'a, T>(
-    list: &RawList<'a, T>,
-    groups: &Groups,
-    limit: usize,
-    write: impl Fn(&mut String, &T, &Group),
-) -> Planned
+/// Writes each kept group at its first entry: its name, its conditions (as given when nothing
+/// of them is repaired, else the kept ones) and the rest of the entry. Past `limit` bytes it
+/// stops, and the list is too large.
+fn write_entries<'a, T>(list: &RawList<'a, T>, groups: &Groups, limit: usize) -> Planned
 where
-    T: serde::Deserialize<'a> + crate::decode::Fingerprinted + EntryName,
+    T: serde::Deserialize<'a> + crate::decode::Fingerprinted + Entry,
 {
     let mut out = String::from("[");
     let mut too_large = false;
@@ -578,7 +554,18 @@ where
         if out.len() > 1 {
             out.push(',');
         }
-        write(&mut out, entry, group);
+        out.push_str("{\"name\":");
+        write_json(&mut out, entry.name());
+        match group.conditions {
+            Conditions::AsThey => entry.write_conditions(&mut out),
+            _ if group.has_conditions => {
+                out.push_str(",\"healthConditions\":");
+                write_kept(&mut out, groups.kept(group));
+            }
+            _ => {}
+        }
+        entry.write_rest(&mut out);
+        out.push('}');
         too_large = out.len() > limit;
         if too_large { Walk::Stop } else { Walk::Next }
     });
@@ -589,31 +576,50 @@ where
     Ok(Some(out))
 }
 
-/// The name of an entry of a list of entries.
-trait EntryName {
+/// An entry of a list of entries, as repair writes it.
+trait Entry {
     fn name(&self) -> &str;
+    /// Appends `,"healthConditions":[...]` as given, when the entry has them.
+    fn write_conditions(&self, out: &mut String);
+    /// Appends the members after the conditions.
+    fn write_rest(&self, _out: &mut String) {}
 }
 
-impl EntryName for PodVolumeHealthView<'_> {
+impl Entry for PodVolumeHealthView<'_> {
     fn name(&self) -> &str {
         &self.name
     }
-}
 
-impl EntryName for StorageHealthView<'_> {
-    fn name(&self) -> &str {
-        &self.name
+    fn write_conditions(&self, out: &mut String) {
+        let Some(conditions) = &self.health_conditions else {
+            return;
+        };
+        out.push_str(",\"healthConditions\":");
+        write_list(out, conditions, |out, c| write_json(out, &VolumeOut::of(c)));
+    }
+
+    fn write_rest(&self, out: &mut String) {
+        if let Some(time) = &self.last_transition_time {
+            out.push_str(",\"lastTransitionTime\":");
+            write_json(out, time);
+        }
     }
 }
 
-/// A volume condition list as it is.
-fn write_volume_list(out: &mut String, list: &RawList<'_, VolumeConditionView<'_>>) {
-    write_list(out, list, |out, c| write_json(out, &VolumeOut::of(c)));
-}
+impl Entry for StorageHealthView<'_> {
+    fn name(&self) -> &str {
+        &self.name
+    }
 
-/// A storage condition list as it is.
-fn write_storage_list(out: &mut String, list: &RawList<'_, StorageConditionView<'_>>) {
-    write_list(out, list, |out, c| write_json(out, &StorageOut::of(c)));
+    fn write_conditions(&self, out: &mut String) {
+        let Some(conditions) = &self.health_conditions else {
+            return;
+        };
+        out.push_str(",\"healthConditions\":");
+        write_list(out, conditions, |out, c| {
+            write_json(out, &StorageOut::of(c))
+        });
+    }
 }
 
 fn write_list<'a, T>(out: &mut String, list: &RawList<'a, T>, item: impl Fn(&mut String, &T))
@@ -736,21 +742,5 @@ pub(crate) fn csinode(
     if sink.made == 0 {
         return Ok(None);
     }
-    write_entries(list, &groups, limit, |out, entry, group| {
-        out.push_str("{\"name\":");
-        write_json(out, &*entry.name);
-        match (&entry.health_conditions, group.conditions) {
-            (Some(conditions), Conditions::AsThey) => {
-                out.push_str(",\"healthConditions\":");
-                write_storage_list(out, conditions);
-            }
-            (_, Conditions::AsThey) => {}
-            _ if group.has_conditions => {
-                out.push_str(",\"healthConditions\":");
-                write_kept(out, groups.kept(group));
-            }
-            _ => {}
-        }
-        out.push('}');
-    })
+    write_entries(list, &groups, limit)
 }
