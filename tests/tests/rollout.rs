@@ -283,6 +283,8 @@ impl Fleet {
                 "--tls-private-key-file={}",
                 dir.join("tls.key").display()
             ))
+            // Reached on loopback by the name its certificate carries, not the Service's.
+            .arg("--tls-server-name=localhost")
             .env_clear()
             .envs(self.deployment.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null());

@@ -96,6 +96,9 @@ impl WebhookServer {
                 "--tls-private-key-file",
                 self.serving.key.display().to_string(),
             ),
+            // The apiserver reaches it on loopback, by the name its certificate carries, not
+            // by the Service's DNS name the manifests give.
+            ("--tls-server-name", "localhost".to_owned()),
         ];
         for arg in &shipped.args {
             let flag = arg.split('=').next().unwrap_or("");
