@@ -292,9 +292,10 @@ async fn an_ordinary_review_is_answered_beside_two_large_ones() {
 }
 
 /// The shapes that cost `/mutate --repair` the most, each with `n` items: every condition a
-/// duplicate, every message over the limit, every reason impossible, a pod's entries each given
-/// twice, CSINode drivers each with 17 long conditions. Each is a status write validation
-/// refuses, so each is repaired (or found too large to repair).
+/// duplicate (also each nested 100 deep), every message over the limit, every reason
+/// impossible, a pod's entries each given twice, CSINode drivers each with 17 long conditions.
+/// Each is a status write validation refuses, so each is repaired (or found too large to
+/// repair).
 fn repair_shapes() -> Vec<Shape> {
     fn claim(conditions: Value) -> Value {
         review(
@@ -322,6 +323,15 @@ fn repair_shapes() -> Vec<Shape> {
                     .map(|i| json!({"status": "Degraded", "reason": format!("R{i}"), "message": long()}))
                     .collect(),
             )
+        }),
+        ("claim, every condition a duplicate nested 100 deep", |n| {
+            // A member the views skip, as deep as the reader takes (its limit is 128).
+            let deep = format!("{}{}", "[".repeat(100), "]".repeat(100));
+            let deep: Value = serde_json::from_str(&deep).unwrap();
+            claim(many(
+                json!({"status": "Degraded", "reason": "Slow", "message": "m", "x": deep}),
+                n,
+            ))
         }),
         ("claim, every reason impossible", |n| {
             claim(
@@ -443,7 +453,10 @@ fn repair_memory_is_bounded_by_the_body() {
     }
     // Two of the costliest at once, as two hostile pods would send them: far below the
     // Deployment's limit (256Mi), which also holds the process at rest.
-    let (_, shape) = repair_shapes().swap_remove(2);
+    let (_, shape) = repair_shapes()
+        .into_iter()
+        .find(|(what, _)| what.contains("every reason impossible"))
+        .unwrap();
     let body = serde_json::to_vec(&shape(140_000)).unwrap();
     assert!(body.len() <= 7 * MIB);
     let len = body.len();
