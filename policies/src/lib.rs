@@ -271,7 +271,8 @@ pub fn drop_on_save(resource: HealthResource) -> Value {
 /// This project's storage condition identity rule ([`volume_health_validation::rules::ConditionIdentity`]):
 /// within one `storageHealth` entry, a later condition with the (status, reason, accessMode,
 /// volumeMode) of an earlier one is a Duplicate; an entry whose conditions equal the old entry's
-/// of the same name is not checked.
+/// of the same name is not checked. A node's write of its CSINode is not checked either: a
+/// kubelet would retry a refused report for ever, so repair enforces the rule there.
 ///
 /// In-tree validation has already passed when it runs, so names are unique, statuses, modes and
 /// reasons are from their sets and formats (only a message needs JSON escaping), and an entry
@@ -404,6 +405,9 @@ pub fn storage_condition_identity() -> Value {
             "matchConditions": [
                 {"name": "status-subresource", "expression": "request.subResource == 'status'"},
                 {"name": "has-storage-health", "expression": has_path("object", resource.gated_field())},
+                // The rule never refuses a kubelet's own report, which it would retry every
+                // probe tick: on a node's write, repair enforces it.
+                {"name": "not-a-node", "expression": format!("!({})", is_node())},
             ],
             "variables": variables,
             "validations": [{
@@ -413,6 +417,16 @@ pub fn storage_condition_identity() -> Value {
             }],
         },
     })
+}
+
+/// Whether the request comes from a node, as the library tells one: a `system:node:` user in
+/// the `system:nodes` group.
+fn is_node() -> String {
+    format!(
+        "request.userInfo.username.startsWith({}) && has(request.userInfo.groups) && {} in request.userInfo.groups",
+        lit(NODE_USER_PREFIX),
+        lit(NODES_GROUP)
+    )
 }
 
 /// The claim health rule of NodeRestriction style with this project's wording, and the writer
@@ -433,14 +447,8 @@ pub fn pvc_health_writers() -> Value {
         forbidden(Restricted::ClaimHealthByUser(HOLE.to_owned())).replace(&quoted_hole, HOLE);
     let name = "'\"' + object.metadata.name + '\"'";
     let username = "request.userInfo.username";
-    let node_prefix = NODE_USER_PREFIX;
-    let nodes_group = NODES_GROUP;
-    let is_node = format!(
-        "{username}.startsWith({}) && has(request.userInfo.groups) && {} in request.userInfo.groups",
-        lit(node_prefix),
-        lit(nodes_group)
-    );
-    let node_name = format!("{username}.substring({})", node_prefix.len());
+    let is_node = is_node();
+    let node_name = format!("{username}.substring({})", NODE_USER_PREFIX.len());
     let (new, old) = (has_path("object", field), has_path("oldObject", field));
     let changed = format!("({new}) != ({old}) || ({new} && object.{field} != oldObject.{field})");
     json!({

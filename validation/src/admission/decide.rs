@@ -10,7 +10,8 @@ use crate::field::Errors;
 use crate::resource::{HealthResource, Operation};
 use crate::restriction::{Asked, Written, check_restrictions};
 use crate::rules::{
-    NameSet, check_pod_volume_health, check_storage_health, check_volume_health_status,
+    ConditionIdentity, NameSet, check_pod_volume_health, check_storage_health,
+    check_volume_health_status,
 };
 
 /// Whether the rules of this project cover a subresource: the object itself or `status`.
@@ -29,11 +30,14 @@ fn validates_fields(subresource: &str) -> bool {
 /// The decisions of a request for `resource`, a resource with rules here.
 impl AdmissionRequest<'_> {
     /// The validating webhook's decision: node restriction first, then field validation of the
-    /// new object against the old one.
+    /// new object against the old one. This project's storage condition rule never refuses a
+    /// node's write of its own CSINode (`kubelet_identity`: the identity a node's write is
+    /// checked with; the webhook's is in-tree's, repair's the settings').
     pub(super) fn validate_health(
         &self,
         resource: HealthResource,
         settings: &Settings,
+        kubelet_identity: ConditionIdentity,
     ) -> Result<Verdict, DecodeError> {
         if !covered(self.subresource()) || self.operation == Operation::Connect {
             return Ok(Verdict::Allowed);
@@ -100,11 +104,19 @@ impl AdmissionRequest<'_> {
                 let Some(new) = new.filter(|_| validates_fields(self.subresource())) else {
                     return Ok(Verdict::Allowed);
                 };
+                // A kubelet retries a refused report four times every probe tick for as long as
+                // its driver says the same: the rule is enforced on its writes by repair, not by
+                // a 422.
+                let identity = if self.user_info.node_name().is_some() {
+                    kubelet_identity
+                } else {
+                    settings.storage_condition_identity
+                };
                 let mut errors = settings.errors();
                 check_storage_health(
                     new.storage_health(),
                     old.and_then(CsiNodeView::storage_health),
-                    settings.storage_condition_identity,
+                    identity,
                     &mut errors,
                 );
                 Ok(self.invalid_or_allowed(resource, object_name, errors))

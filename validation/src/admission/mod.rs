@@ -326,7 +326,9 @@ impl<'a> AdmissionRequest<'a> {
     /// new object against the old one. Requests for other resources are allowed.
     pub fn validate(&self, settings: &Settings) -> Result<Verdict, DecodeError> {
         match self.health_resource() {
-            Some(resource) => self.validate_health(resource, settings),
+            Some(resource) => {
+                self.validate_health(resource, settings, crate::rules::ConditionIdentity::InTree)
+            }
             None => Ok(Verdict::Allowed),
         }
     }

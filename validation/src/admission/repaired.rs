@@ -166,10 +166,17 @@ impl<'a> AdmissionRequest<'a> {
         let Some(resource) = self.health_resource() else {
             return Ok(None);
         };
-        // The apiserver keeps the stored status on a write of the main resource.
-        if self.subresource() != "status"
-            || !matches!(self.validate(settings)?, Verdict::Invalid(_))
-        {
+        // The apiserver keeps the stored status on a write of the main resource. A node's write
+        // is checked with this project's storage condition rule too: repair enforces it there,
+        // where validation does not refuse it.
+        if self.subresource() != "status" {
+            return Ok(None);
+        }
+        let identity = settings.storage_condition_identity;
+        if !matches!(
+            self.validate_health(resource, settings, identity)?,
+            Verdict::Invalid(_)
+        ) {
             return Ok(None);
         }
         let mut counts = Vec::new();
@@ -239,5 +246,60 @@ fn repaired_pointer(resource: HealthResource) -> &'static str {
         HealthResource::PersistentVolumeClaims => "/status/healthStatus/healthConditions",
         HealthResource::Pods => "/status/volumeHealth",
         HealthResource::CsiNodes => "/status/storageHealth",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{AdmissionReview, Settings, Verdict};
+
+    /// A write of node1's CSINode with two conditions of one driver that nothing tells apart.
+    fn indistinct_write(user: &str, groups: &str) -> String {
+        format!(
+            r#"{{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {{
+              "uid": "u", "operation": "UPDATE", "subResource": "status", "name": "node1",
+              "resource": {{"group": "storage.k8s.io", "version": "v1", "resource": "csinodes"}},
+              "userInfo": {{"username": "{user}", "groups": {groups}}},
+              "object": {{"metadata": {{"name": "node1"}}, "status": {{"storageHealth": [
+                {{"name": "csi.example.com", "healthConditions": [
+                  {{"status": "StorageDegraded", "reason": "PoolFull", "message": "one"}},
+                  {{"status": "StorageDegraded", "reason": "PoolFull", "message": "two"}}]}}]}}}},
+              "oldObject": {{"metadata": {{"name": "node1"}}}}}}}}"#
+        )
+    }
+
+    /// The project's storage condition rule never refuses the kubelet's own write (it would
+    /// retry it every probe tick): validation accepts it as in-tree does, and repair enforces
+    /// the rule on it. Any other writer gets the 422.
+    #[test]
+    fn the_identity_rule_is_repaired_on_a_kubelets_write_and_refused_on_others() {
+        let settings = Settings::with_gate(true);
+        let kubelet = indistinct_write("system:node:node1", r#"["system:nodes"]"#);
+        let request = AdmissionReview::parse(&kubelet).unwrap().request;
+        assert!(matches!(request.validate(&settings), Ok(Verdict::Allowed)));
+        let repaired = request.repair(&settings).unwrap().expect("repaired");
+        assert_eq!(
+            repaired.audit_annotation().1,
+            "indistinct_condition=1",
+            "{:?}",
+            repaired.counts()
+        );
+
+        let admin = indistinct_write("system:admin", r#"["system:masters"]"#);
+        let request = AdmissionReview::parse(&admin).unwrap().request;
+        assert!(matches!(
+            request.validate(&settings),
+            Ok(Verdict::Invalid(_))
+        ));
+        assert!(request.repair(&settings).unwrap().is_some());
+
+        // Without the rule, neither is refused nor repaired.
+        let in_tree = Settings {
+            storage_condition_identity: crate::rules::ConditionIdentity::InTree,
+            ..Settings::with_gate(true)
+        };
+        let request = AdmissionReview::parse(&kubelet).unwrap().request;
+        assert!(matches!(request.validate(&in_tree), Ok(Verdict::Allowed)));
+        assert!(request.repair(&in_tree).unwrap().is_none());
     }
 }
