@@ -743,7 +743,8 @@ impl Column {
         .header("content-type", "application/merge-patch+json")
         .body(serde_json::to_vec(&indistinct()).unwrap())
         .unwrap();
-        let response = self.kubelet.send(request.map(Into::into)).await.unwrap();
+        // By the admin: this project's rule never refuses (nor warns) the node's own write.
+        let response = self.admin.send(request.map(Into::into)).await.unwrap();
         let warnings = response
             .headers()
             .get_all("warning")
