@@ -238,17 +238,7 @@ pub fn check_trusted(
         path: files.cert.clone(),
         why,
     };
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(ca_pem) {
-        let cert = cert.map_err(|source| TlsError::Pem {
-            path: ca.clone(),
-            source,
-        })?;
-        roots.add(cert).map_err(|source| TlsError::Rustls {
-            context: format!("CA in {}", ca.display()),
-            source,
-        })?;
-    }
+    let roots = roots(ca_pem, &ca, "CA")?;
     if roots.is_empty() {
         return Err(TlsError::NoCertificate(ca));
     }
@@ -281,6 +271,22 @@ pub fn check_trusted(
                 ca.display()
             ))
         })
+}
+
+/// The CA certificates of a PEM bundle read from `path`, `what` it is in an error.
+fn roots(pem: &[u8], path: &Path, what: &str) -> Result<rustls::RootCertStore, TlsError> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(pem) {
+        let cert = cert.map_err(|source| TlsError::Pem {
+            path: path.to_owned(),
+            source,
+        })?;
+        roots.add(cert).map_err(|source| TlsError::Rustls {
+            context: format!("{what} in {}", path.display()),
+            source,
+        })?;
+    }
+    Ok(roots)
 }
 
 /// The first DNS name or IP address of a leaf's subject alternative names, as text.
@@ -614,18 +620,7 @@ pub fn server_config(
     let builder = match client_ca {
         None => builder.with_no_client_auth(),
         Some(path) => {
-            let pem = read(path)?;
-            let mut roots = rustls::RootCertStore::empty();
-            for cert in CertificateDer::pem_slice_iter(&pem) {
-                let cert = cert.map_err(|source| TlsError::Pem {
-                    path: path.to_owned(),
-                    source,
-                })?;
-                roots.add(cert).map_err(|source| TlsError::Rustls {
-                    context: format!("client CA in {}", path.display()),
-                    source,
-                })?;
-            }
+            let roots = roots(&read(path)?, path, "client CA")?;
             let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
                 .build()
                 .map_err(|source| TlsError::ClientCa {

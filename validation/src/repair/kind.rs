@@ -75,7 +75,8 @@ pub enum Impossible {
 }
 
 impl Impossible {
-    fn field(self) -> &'static str {
+    /// The field's name, as the API spells it.
+    pub(crate) fn field(self) -> &'static str {
         match self {
             Impossible::Status => "status",
             Impossible::Reason => "reason",

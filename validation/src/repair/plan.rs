@@ -25,7 +25,7 @@ use crate::rules::ConditionIdentity;
 use crate::rules::names::{is_condition_reason, is_csi_driver_name};
 
 /// The repair would hold or write more than its limit: not made.
-#[derive(Debug)]
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct TooLarge;
 
 /// What a repair of one list gives: the repaired list as JSON, `None` when nothing is repaired.
@@ -53,6 +53,15 @@ impl Budget {
 
     fn sub(&mut self, bytes: usize) {
         self.used = self.used.saturating_sub(bytes);
+    }
+}
+
+/// Whether a walk goes on after a step that may have run over the budget.
+fn walk_on(result: &Result<(), TooLarge>) -> Walk {
+    if result.is_err() {
+        Walk::Stop
+    } else {
+        Walk::Next
     }
 }
 
@@ -90,11 +99,7 @@ impl StoredList {
                     slot.insert(message_hash(c.message.as_deref()));
                     result = budget.add(MAP_ENTRY_BYTES);
                 }
-                if result.is_err() {
-                    Walk::Stop
-                } else {
-                    Walk::Next
-                }
+                walk_on(&result)
             });
         }
         result.map(|()| StoredList(stored))
@@ -204,15 +209,11 @@ struct Groups {
 }
 
 impl Groups {
-    /// Groups `list` by `name`, counting each group against `budget`.
-    fn of<'a, T>(
-        list: &RawList<'a, T>,
-        name: impl Fn(&T) -> &str,
-        has_conditions: impl Fn(&T) -> bool,
-        budget: &mut Budget,
-    ) -> Result<Self, TooLarge>
+    /// Groups `list` by name, counting each group against `budget`. A group whose name the
+    /// rules refuse on every write is dropped whole.
+    fn of<'a, T>(list: &RawList<'a, T>, budget: &mut Budget) -> Result<Self, TooLarge>
     where
-        T: serde::Deserialize<'a> + crate::decode::Fingerprinted,
+        T: serde::Deserialize<'a> + crate::decode::Fingerprinted + Entry,
     {
         let mut grouped = Groups {
             by_name: HashMap::new(),
@@ -222,25 +223,21 @@ impl Groups {
         let mut result = Ok(());
         list.walk(|i, entry| {
             let next = u32::try_from(grouped.groups.len()).unwrap_or(u32::MAX);
-            let g = *grouped.by_name.entry(hash128(name(entry))).or_insert(next);
+            let g = *grouped.by_name.entry(hash128(entry.name())).or_insert(next);
             if g == next {
                 grouped.groups.push(Group {
                     first: u32::try_from(i).unwrap_or(u32::MAX),
                     members: 0,
                     has_conditions: false,
-                    dropped: None,
+                    dropped: entry.refused(),
                     conditions: Conditions::Open,
                 });
                 result = budget.add(std::mem::size_of::<Group>() + MAP_ENTRY_BYTES);
             }
             let group = &mut grouped.groups[g as usize];
             group.members += 1;
-            group.has_conditions |= has_conditions(entry);
-            if result.is_err() {
-                Walk::Stop
-            } else {
-                Walk::Next
-            }
+            group.has_conditions |= entry.has_conditions();
+            walk_on(&result)
         });
         result.map(|()| grouped)
     }
@@ -293,6 +290,44 @@ fn report_entry(groups: &Groups, g: u32, i: usize, path: ListPath, sink: &mut Co
         });
     }
     true
+}
+
+/// Chooses the conditions of every kept entry, each entry's own repair reported first, with
+/// `conditions` (for an entry, its index and its group), then writes the list: `None` when
+/// nothing was repaired.
+fn repair_entries<'a, T>(
+    list: &RawList<'a, T>,
+    mut groups: Groups,
+    path: ListPath,
+    mut budget: Budget,
+    limit: usize,
+    sink: Sink<'_>,
+    mut conditions: impl FnMut(
+        usize,
+        &T,
+        u32,
+        &mut Groups,
+        &mut Budget,
+        &mut Counted<'_>,
+    ) -> Result<(), TooLarge>,
+) -> Planned
+where
+    T: serde::Deserialize<'a> + crate::decode::Fingerprinted + Entry,
+{
+    let mut sink = Counted { sink, made: 0 };
+    let mut result = Ok(());
+    list.walk(|i, entry| {
+        let g = groups.of_name(entry.name());
+        if report_entry(&groups, g, i, path, &mut sink) {
+            result = conditions(i, entry, g, &mut groups, &mut budget, &mut sink);
+        }
+        walk_on(&result)
+    });
+    result?;
+    if sink.made == 0 {
+        return Ok(None);
+    }
+    write_entries(list, &groups, limit)
 }
 
 /// Offers an entry's conditions to its group's selection. A group of one entry is tried
@@ -392,11 +427,7 @@ impl StoredPod {
                 });
             }
             result = budget.add(held * MAP_ENTRY_BYTES);
-            if result.is_err() {
-                Walk::Stop
-            } else {
-                Walk::Next
-            }
+            walk_on(&result)
         });
         result.map(|()| stored)
     }
@@ -436,12 +467,7 @@ pub(crate) fn pod(
 ) -> Planned {
     let path = ListPath::Entries("volumeHealth");
     let mut budget = Budget::new(limit);
-    let mut groups = Groups::of(
-        list,
-        |e| &e.name,
-        |e| e.health_conditions.is_some(),
-        &mut budget,
-    )?;
+    let mut groups = Groups::of(list, &mut budget)?;
     // Handwritten upstream, never ratcheted: the volume must exist, the reasons be in format.
     // Every entry of a name shares its volume, so a name's existence is looked up once.
     let mut exists = vec![false; groups.groups.len()];
@@ -490,51 +516,34 @@ pub(crate) fn pod(
         let group = &mut groups.groups[g as usize];
         group.dropped = (!stored.unnamed).then_some(RepairKind::UnnamedEntry);
     }
-    let mut sink = Counted { sink, made: 0 };
     let make = || Selection::new(path, Some(RepairKind::DuplicateCondition));
-    let mut result = Ok(());
-    list.walk(|i, entry| {
-        let g = groups.of_name(&entry.name);
-        if !report_entry(&groups, g, i, path, &mut sink) {
-            return Walk::Next;
-        }
-        let conditions = entry.health_conditions.as_ref();
-        let group = &groups.groups[g as usize];
-        if group.members == 1
-            && !has_reason_out_of_format(conditions)
-            && stored.lists.get(&hash128(&*entry.name)) == Some(&volume_list_hash(conditions))
-        {
-            // The stored entry: the rules do not check it again.
-            groups.groups[g as usize].conditions = Conditions::AsThey;
-            return Walk::Next;
-        }
-        let matched = StoredEntry {
-            stored: &stored,
-            name: &entry.name,
-        };
-        let mut candidate = |index, c: &VolumeConditionView<'_>, sink: Sink<'_>| {
-            volume_condition(c, Origin { entry: i, index }, &matched, path, sink)
-        };
-        result = choose(
-            &mut groups,
-            g,
-            conditions,
-            &make,
-            &mut candidate,
-            &mut budget,
-            &mut sink,
-        );
-        if result.is_err() {
-            Walk::Stop
-        } else {
-            Walk::Next
-        }
-    });
-    result?;
-    if sink.made == 0 {
-        return Ok(None);
-    }
-    write_entries(list, &groups, limit)
+    repair_entries(
+        list,
+        groups,
+        path,
+        budget,
+        limit,
+        sink,
+        |i, entry, g, groups, budget, sink| {
+            let conditions = entry.health_conditions.as_ref();
+            if groups.groups[g as usize].members == 1
+                && !has_reason_out_of_format(conditions)
+                && stored.lists.get(&hash128(&*entry.name)) == Some(&volume_list_hash(conditions))
+            {
+                // The stored entry: the rules do not check it again.
+                groups.groups[g as usize].conditions = Conditions::AsThey;
+                return Ok(());
+            }
+            let matched = StoredEntry {
+                stored: &stored,
+                name: &entry.name,
+            };
+            let mut candidate = |index, c: &VolumeConditionView<'_>, sink: Sink<'_>| {
+                volume_condition(c, Origin { entry: i, index }, &matched, path, sink)
+            };
+            choose(groups, g, conditions, &make, &mut candidate, budget, sink)
+        },
+    )
 }
 
 /// Writes each kept group at its first entry: its name, its conditions (as given when nothing
@@ -576,9 +585,15 @@ where
     Ok(Some(out))
 }
 
-/// An entry of a list of entries, as repair writes it.
+/// An entry of a list of entries, as repair reads and writes it.
 trait Entry {
     fn name(&self) -> &str;
+    /// Whether it has a `healthConditions` member.
+    fn has_conditions(&self) -> bool;
+    /// Why its name is refused on every write, when it is.
+    fn refused(&self) -> Option<RepairKind> {
+        None
+    }
     /// Appends `,"healthConditions":[...]` as given, when the entry has them.
     fn write_conditions(&self, out: &mut String);
     /// Appends the members after the conditions.
@@ -588,6 +603,10 @@ trait Entry {
 impl Entry for PodVolumeHealthView<'_> {
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn has_conditions(&self) -> bool {
+        self.health_conditions.is_some()
     }
 
     fn write_conditions(&self, out: &mut String) {
@@ -609,6 +628,15 @@ impl Entry for PodVolumeHealthView<'_> {
 impl Entry for StorageHealthView<'_> {
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn has_conditions(&self) -> bool {
+        self.health_conditions.is_some()
+    }
+
+    /// A name is the entry's key: another name would be another driver's report.
+    fn refused(&self) -> Option<RepairKind> {
+        (!is_csi_driver_name(&self.name)).then_some(RepairKind::InvalidDriverName)
     }
 
     fn write_conditions(&self, out: &mut String) {
@@ -649,12 +677,7 @@ pub(crate) fn csinode(
 ) -> Planned {
     let path = ListPath::Entries("storageHealth");
     let mut budget = Budget::new(limit);
-    let mut groups = Groups::of(
-        list,
-        |e| &e.name,
-        |e| e.health_conditions.is_some(),
-        &mut budget,
-    )?;
+    let groups = Groups::of(list, &mut budget)?;
     // Which groups keep indistinct conditions: all of them in-tree; with this project's rule,
     // those whose conditions, repaired without it, are the stored entry's (first of its name).
     let mut indistinct = vec![identity == ConditionIdentity::InTree; groups.groups.len()];
@@ -676,11 +699,7 @@ pub(crate) fn csinode(
                 }
                 result = budget.add(MAP_ENTRY_BYTES + 16 * contents.len());
                 stored.insert(g, contents);
-                if result.is_err() {
-                    Walk::Stop
-                } else {
-                    Walk::Next
-                }
+                walk_on(&result)
             });
             result?;
             let mut trial: HashMap<u32, Selection> = HashMap::new();
@@ -691,6 +710,7 @@ pub(crate) fn csinode(
                     return Walk::Next;
                 }
                 let selection = trial.entry(g).or_insert_with(|| Selection::new(path, None));
+                let before = selection.bytes();
                 if let Some(conditions) = &entry.health_conditions {
                     conditions.walk(|index, c| {
                         let at = Origin { entry: i, index };
@@ -700,47 +720,33 @@ pub(crate) fn csinode(
                         Walk::Next
                     });
                 }
-                Walk::Next
+                budget.sub(before);
+                result = budget.add(selection.bytes());
+                walk_on(&result)
             });
+            result?;
             for (g, selection) in trial {
+                budget.sub(selection.bytes());
                 let kept: Vec<u128> = selection.kept().iter().map(|c| c.content).collect();
                 indistinct[g as usize] = stored.get(&g) == Some(&kept);
             }
         }
     }
-    let mut sink = Counted { sink, made: 0 };
-    let mut result = Ok(());
-    list.walk(|i, entry| {
-        let g = groups.of_name(&entry.name);
-        if groups.groups[g as usize].first as usize == i && !is_csi_driver_name(&entry.name) {
-            groups.groups[g as usize].dropped = Some(RepairKind::InvalidDriverName);
-        }
-        if !report_entry(&groups, g, i, path, &mut sink) {
-            return Walk::Next;
-        }
-        let duplicate = (!indistinct[g as usize]).then_some(RepairKind::IndistinctCondition);
-        let make = || Selection::new(path, duplicate);
-        let mut candidate = |index, c: &StorageConditionView<'_>, sink: Sink<'_>| {
-            storage_condition(c, Origin { entry: i, index }, path, sink)
-        };
-        result = choose(
-            &mut groups,
-            g,
-            entry.health_conditions.as_ref(),
-            &make,
-            &mut candidate,
-            &mut budget,
-            &mut sink,
-        );
-        if result.is_err() {
-            Walk::Stop
-        } else {
-            Walk::Next
-        }
-    });
-    result?;
-    if sink.made == 0 {
-        return Ok(None);
-    }
-    write_entries(list, &groups, limit)
+    repair_entries(
+        list,
+        groups,
+        path,
+        budget,
+        limit,
+        sink,
+        |i, entry, g, groups, budget, sink| {
+            let duplicate = (!indistinct[g as usize]).then_some(RepairKind::IndistinctCondition);
+            let make = || Selection::new(path, duplicate);
+            let mut candidate = |index, c: &StorageConditionView<'_>, sink: Sink<'_>| {
+                storage_condition(c, Origin { entry: i, index }, path, sink)
+            };
+            let conditions = entry.health_conditions.as_ref();
+            choose(groups, g, conditions, &make, &mut candidate, budget, sink)
+        },
+    )
 }

@@ -197,7 +197,7 @@ fn message_with<'m>(
     let notes: Vec<String> = replaced
         .iter()
         .filter(|(_, original)| !original.is_empty())
-        .map(|(field, original)| format!("{}: {original}", field_name(*field)))
+        .map(|(field, original)| format!("{}: {original}", field.field()))
         .collect();
     if notes.is_empty() {
         return message.map(Cow::Borrowed);
@@ -207,15 +207,6 @@ fn message_with<'m>(
         Some(message) if !message.is_empty() => format!("{message} ({notes})"),
         _ => notes,
     }))
-}
-
-fn field_name(field: Impossible) -> &'static str {
-    match field {
-        Impossible::Status => "status",
-        Impossible::Reason => "reason",
-        Impossible::AccessMode => "accessMode",
-        Impossible::VolumeMode => "volumeMode",
-    }
 }
 
 /// Cuts `message` to at most `max` bytes at a character boundary, reporting it at `path`.
@@ -407,28 +398,18 @@ pub(crate) fn storage_condition(
         notes.push((Impossible::Reason, reason));
         reason = REPLACED_REASON;
     }
-    let mode = |value: &Option<Cow<'_, str>>, set: &[&str], field, notes: &mut Vec<_>| {
-        let value = value.as_deref()?;
-        if set.contains(&value) {
-            return Some(value.to_owned());
-        }
-        notes.push((field, value.to_owned()));
-        None
-    };
-    let mut owned_notes: Vec<(Impossible, String)> = Vec::new();
     let access_mode = mode(
-        &c.access_mode,
+        c.access_mode.as_deref(),
         ACCESS_MODES,
         Impossible::AccessMode,
-        &mut owned_notes,
+        &mut notes,
     );
     let volume_mode = mode(
-        &c.volume_mode,
+        c.volume_mode.as_deref(),
         VOLUME_MODES,
         Impossible::VolumeMode,
-        &mut owned_notes,
+        &mut notes,
     );
-    notes.extend(owned_notes.iter().map(|(f, v)| (*f, v.as_str())));
     for (field, _) in &notes {
         sink(Repair {
             path: path.condition(at),
@@ -441,22 +422,32 @@ pub(crate) fn storage_condition(
         status,
         reason,
         message: message.as_deref(),
-        access_mode: access_mode.as_deref(),
-        volume_mode: volume_mode.as_deref(),
+        access_mode,
+        volume_mode,
         last_transition_time: c.last_transition_time.as_ref(),
     };
     Some(Candidate {
         json: json(&out),
-        identity: hash128(&(
-            status,
-            reason,
-            access_mode.as_deref(),
-            volume_mode.as_deref(),
-        )),
+        identity: hash128(&(status, reason, access_mode, volume_mode)),
         content: out.content(),
         severity: storage_severity(status),
         at,
     })
+}
+
+/// A mode as a repair leaves it: kept when it is one of `set`, else unset, the original noted.
+fn mode<'c>(
+    value: Option<&'c str>,
+    set: &[&str],
+    field: Impossible,
+    notes: &mut Vec<(Impossible, &'c str)>,
+) -> Option<&'c str> {
+    let value = value?;
+    if set.contains(&value) {
+        return Some(value);
+    }
+    notes.push((field, value));
+    None
 }
 
 /// A condition's JSON: strings and a timestamp, which `serde_json` always writes.

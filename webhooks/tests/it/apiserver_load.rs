@@ -242,11 +242,7 @@ async fn an_authenticated_apiserver_is_answered_beside_four_hostile_addresses() 
     let server_ca = Ca::new("serving CA");
     let client_ca = Ca::new("apiserver client CA");
     let dir = tempfile::tempdir().unwrap();
-    let files = support::write_pair(dir.path(), &server_ca.server_pair());
-    let client_ca_file = dir.path().join("client-ca.crt");
-    std::fs::write(&client_ca_file, &client_ca.pem).unwrap();
-    let mut config = support::config(CertSource::Files(files));
-    config.client_ca_file = Some(client_ca_file);
+    let mut config = support::config_with_client_ca(dir.path(), &server_ca, &client_ca);
     let defaults = defaults();
     config.max_connections = defaults.max_connections;
     config.max_connections_per_peer = defaults.max_connections_per_peer;

@@ -204,31 +204,42 @@ async fn time_grows_linearly_with_the_number_of_items() {
     .await;
 }
 
+/// A runtime whose every thread is counted, the blocking pool's that answer large reviews
+/// among them; no other test's is.
+fn counted_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .on_thread_start(count_this_thread)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// The most items of `shape` whose review stays within 7 MiB less `margin`, about, and that
+/// review.
+fn just_under_7_mib(shape: fn(usize) -> Value, margin: usize) -> (usize, Vec<u8>) {
+    let per_thousand = serde_json::to_vec(&shape(1000)).unwrap().len();
+    let build = |n| serde_json::to_vec(&shape(n)).unwrap();
+    let mut n = (7 * MIB - margin) * 1000 / per_thousand;
+    let mut body = build(n);
+    while body.len() > 7 * MIB {
+        n = n * (7 * MIB - margin) / body.len();
+        body = build(n);
+    }
+    (n, body)
+}
+
 /// The heap a 7 MiB review adds while it is answered, of every shape: the body itself (twice
 /// here, where a test hands the router the whole body as one buffer that is then copied), the
 /// little the views keep, and an answer of at most 10,000 errors. Nothing per item.
 #[test]
 fn memory_is_bounded_by_the_body_not_by_its_items() {
     let _alone = ONE_AT_A_TIME.blocking_lock();
-    // Every thread of this runtime is counted, the blocking pool's that answer large reviews
-    // among them; no other test's is.
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .on_thread_start(count_this_thread)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = counted_runtime();
     let app = volume_health_webhooks::router(&support::settings(), Metrics::new());
     // Items per shape so that each body is just under 7 MiB.
     for (what, shape) in shapes() {
-        let per_thousand = serde_json::to_vec(&shape(1000)).unwrap().len();
-        let build = |n| serde_json::to_vec(&shape(n)).unwrap();
-        let mut n = (7 * MIB - 4096) * 1000 / per_thousand;
-        let mut body = build(n);
-        while body.len() > 7 * MIB {
-            n = n * (7 * MIB - 4096) / body.len();
-            body = build(n);
-        }
+        let (n, body) = just_under_7_mib(shape, 4096);
         assert!(body.len() <= 7 * MIB, "{what}: {} bytes", body.len());
         let len = body.len();
         let started = Instant::now();
@@ -412,22 +423,10 @@ async fn repair_time_grows_linearly_with_the_number_of_items() {
 #[test]
 fn repair_memory_is_bounded_by_the_body() {
     let _alone = ONE_AT_A_TIME.blocking_lock();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .on_thread_start(count_this_thread)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = counted_runtime();
     let app = repairing_app();
     for (what, shape) in repair_shapes() {
-        let per_thousand = serde_json::to_vec(&shape(1000)).unwrap().len();
-        let build = |n| serde_json::to_vec(&shape(n)).unwrap();
-        let mut n = (7 * MIB - 65536) * 1000 / per_thousand;
-        let mut body = build(n);
-        while body.len() > 7 * MIB {
-            n = n * (7 * MIB - 65536) / body.len();
-            body = build(n);
-        }
+        let (n, body) = just_under_7_mib(shape, 65536);
         let len = body.len();
         let started = Instant::now();
         let ((status, answer), added) = measure(|| runtime.block_on(mutate(&app, body)));

@@ -322,6 +322,17 @@ pub(crate) fn write_pair(dir: &Path, pair: &Pair) -> CertificateFiles {
     files
 }
 
+/// A server's configuration serving a pair of `server_ca`'s, written into `dir`, and requiring
+/// client certificates of `client_ca` (`--client-ca-file`).
+pub(crate) fn config_with_client_ca(dir: &Path, server_ca: &Ca, client_ca: &Ca) -> ServeConfig {
+    let files = write_pair(dir, &server_ca.server_pair());
+    let client_ca_file = dir.join("client-ca.crt");
+    std::fs::write(&client_ca_file, &client_ca.pem).expect("write client CA");
+    let mut config = config(CertSource::Files(files));
+    config.client_ca_file = Some(client_ca_file);
+    config
+}
+
 /// A server running in this process.
 pub(crate) struct Running {
     pub(crate) secure: SocketAddr,

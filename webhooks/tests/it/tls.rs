@@ -345,11 +345,7 @@ async fn client_certificates_are_required_and_verified() {
     let client_ca = Ca::new("apiserver client CA");
     let stranger_ca = Ca::new("another CA");
     let dir = tempfile::tempdir().unwrap();
-    let files = support::write_pair(dir.path(), &server_ca.server_pair());
-    let client_ca_file = dir.path().join("client-ca.crt");
-    std::fs::write(&client_ca_file, &client_ca.pem).unwrap();
-    let mut config = support::config(CertSource::Files(files));
-    config.client_ca_file = Some(client_ca_file);
+    let config = support::config_with_client_ca(dir.path(), &server_ca, &client_ca);
     let server = Running::start(config).await;
 
     for alpn in [b"http/1.1".as_slice(), b"h2".as_slice()] {
