@@ -41,8 +41,8 @@ BENCH_ENFORCE ?=
 export BENCH_ENFORCE
 CRITERION_ARGS := $(if $(QUICK),--warm-up-time 1 --measurement-time 2 --sample-size 10)
 
-# The e2e suite's kube-apiserver and etcd, built from the Go modules under tests/e2e/tools (test
-# tooling only) into the target directory, with Go's caches next to them; rebuilt only when the
+# The e2e suite's kube-apiserver, etcd, hollow kubelet and mock CSI driver, built from the Go
+# modules under tests/e2e/tools (test tooling only) into the target directory, with Go's caches next to them; rebuilt only when the
 # pinned versions change.
 E2E_BIN := $(abspath $(TARGET_DIR))/e2e/bin
 
@@ -115,7 +115,9 @@ conformance: release
 ## fixtures, the differential requests and 2,000 seeded generated writes replayed as real writes
 ## (VOLUME_HEALTH_E2E_SEED=<seed> replays a run's), SubjectAccessReviews posted, each in-tree
 ## answer compared with the library's; the shipped webhooks end to end; the native
-## policies alone, type-checked by kube-controller-manager; the repair's JSON Patch applied
+## policies alone, type-checked by kube-controller-manager; the v1.37.2 kubelet's own code
+## (kubemark's hollow kubelet, mock CSI drivers) writing through the default install, every
+## replica down and no repair; the repair's JSON Patch applied
 ## with the apiserver's own json-patch, its cost linear in the object; then every command of
 ## the README and docs that needs a cluster, the release binaries or helm, run as the docs give
 ## it (slow: ignored by `make test`)
@@ -123,7 +125,7 @@ e2e: release
 	tests/e2e/tools/build.sh $(E2E_BIN)
 	tests/e2e/tools/build-helm.sh $(E2E_BIN)
 	VOLUME_HEALTH_E2E_BIN=$(E2E_BIN) VOLUME_HEALTH_E2E_WEBHOOK=$(abspath $(BIN)) VOLUME_HEALTH_HELM=$(E2E_BIN)/helm \
-		$(CARGO) test --locked -p volume-health-tests --test e2e --test e2e_shipped --test e2e_repair --test e2e_policies --test e2e_writer --test patch_cost --test docs_commands -- --ignored --nocapture --test-threads=1
+		$(CARGO) test --locked -p volume-health-tests --test e2e --test e2e_shipped --test e2e_repair --test e2e_kubelet --test e2e_policies --test e2e_writer --test patch_cost --test docs_commands -- --ignored --nocapture --test-threads=1
 
 ## chart: `helm lint` and `helm template` of charts/volume-health with the pinned helm, built
 ## with Go from tests/e2e/tools/helm; each render is compared with the kustomize install it

@@ -123,6 +123,11 @@ impl Phases {
             .map(|done| &done.outcome)
     }
 
+    /// Whether every phase so far passed (none failed or was skipped).
+    pub fn all_passed(&self) -> bool {
+        self.done.iter().all(|done| done.outcome == Outcome::Ok)
+    }
+
     /// Prints one line per phase, then fails naming every failed phase.
     pub fn finish(mut self) {
         self.finished = true;

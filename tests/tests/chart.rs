@@ -308,7 +308,7 @@ fn the_chart_lints_with_every_certificate_source() {
         ],
         vec![
             "--set".into(),
-            "monitoring.enabled=true,networkPolicy.enabled=true,doctor.enabled=true,namespace.create=true,repair.enabled=true".into(),
+            "monitoring.enabled=true,networkPolicy.enabled=true,doctor.enabled=true,namespace.create=true,repair.enabled=false".into(),
         ],
     ];
     for values in value_sets {
@@ -546,33 +546,40 @@ fn the_writer_list_is_the_writer_list_component() {
 
 #[test]
 #[ignore = "needs helm: make chart"]
-fn repair_is_the_repair_component() {
-    let components: Vec<&str> = DEFAULT_COMPONENTS
-        .iter()
-        .copied()
-        .chain(["repair"])
-        .collect();
-    let chart = template(&["--set", "repair.enabled=true"]);
-    assert_same(
-        "repair.enabled=true",
-        &chart,
-        &without_namespace(kustomize(&overlay("cert-manager", &components, ""))),
-    );
-    // Off by default: neither the switch nor an entry that would send writes to a server
-    // that does not repair.
+fn repair_off_is_the_no_repair_component() {
+    // On by default, as in the kustomize base: the switch and the three entries.
     let default = template(&[]);
     let env = webhook_container(&default)["env"].to_string();
-    assert!(!env.contains("VOLUME_HEALTH_REPAIR"), "{env}");
-    let mutating = default
-        .iter()
-        .find(|o| o["kind"] == "MutatingWebhookConfiguration")
-        .expect("MutatingWebhookConfiguration");
-    assert!(!mutating.to_string().contains(".repair."), "{mutating}");
-    let env = webhook_container(&chart)["env"].to_string();
     assert!(
         env.contains(r#""name":"VOLUME_HEALTH_REPAIR","value":"true""#),
         "{env}"
     );
+    let mutating = |objects: &[Value]| {
+        objects
+            .iter()
+            .find(|o| o["kind"] == "MutatingWebhookConfiguration")
+            .expect("MutatingWebhookConfiguration")
+            .to_string()
+    };
+    assert_eq!(mutating(&default).matches(".repair.").count(), 3);
+    let components: Vec<&str> = DEFAULT_COMPONENTS
+        .iter()
+        .copied()
+        .chain(["no-repair"])
+        .collect();
+    let chart = template(&["--set", "repair.enabled=false"]);
+    assert_same(
+        "repair.enabled=false",
+        &chart,
+        &without_namespace(kustomize(&overlay("cert-manager", &components, ""))),
+    );
+    // Off: the switch says so, and no entry sends writes to a server that does not repair.
+    let env = webhook_container(&chart)["env"].to_string();
+    assert!(
+        env.contains(r#""name":"VOLUME_HEALTH_REPAIR","value":"false""#),
+        "{env}"
+    );
+    assert!(!mutating(&chart).contains(".repair."));
     template_fails(&["--set-string", "repair.enabled=yes"], "'/repair/enabled'");
 }
 

@@ -1,5 +1,5 @@
 //! Repair on a real kube-apiserver v1.37.2 (in-tree gate on), behind the shipped configurations
-//! with `components/repair`'s entries: kubernetes#142280 replayed as the kubelet writes it (a
+//! with the base's repair entries: kubernetes#142280 replayed as the kubelet writes it (a
 //! strategic merge patch of the pod's status with a terminated container and a driver's
 //! duplicate (status, reason) pair), a kubelet's CSINode report with two conditions it cannot
 //! tell apart, and a claim report with a 1,500-byte message. Without `--repair` the pod's and

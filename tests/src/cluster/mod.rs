@@ -4,6 +4,7 @@
 
 mod api;
 mod controller_manager;
+mod kubelet;
 mod pki;
 mod plane;
 mod shipped;
@@ -23,6 +24,7 @@ use serde_json::{Value, json};
 
 pub use api::{ADMIN, Api, User};
 pub use controller_manager::{ControllerManager, POLICY_STATUS_CONTROLLER};
+pub use kubelet::{Driver, HollowNode, KUBELET_PROBE_PERIOD};
 pub use pki::{KeyPairFiles, Pki};
 pub use plane::{ControlPlane, bound_pod, create_namespace, volume_health};
 pub use shipped::{REPAIR_ENV, WRITERS_ENV, manifests_dir, shipped_writer_list};
@@ -315,6 +317,15 @@ impl Cluster {
     /// A kube-rs client of this apiserver, authenticated as `identity` (written as a kubeconfig
     /// in the cluster's directory, as kubectl would read it).
     pub async fn client(&self, identity: Identity<'_>) -> Result<kube::Client> {
+        let path = self.kubeconfig(identity)?;
+        let kubeconfig = kube::config::Kubeconfig::read_from(&path)?;
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
+        Ok(kube::Client::try_from(config)?)
+    }
+
+    /// A kubeconfig file for `identity` in the cluster's directory, for kube-rs, kubectl or a
+    /// kubelet.
+    pub fn kubeconfig(&self, identity: Identity<'_>) -> Result<PathBuf> {
         let (name, user) = match identity {
             Identity::Admin => {
                 let files = self.pki.client("admin", ADMIN, &["system:masters"])?;
@@ -342,9 +353,7 @@ impl Cluster {
         });
         let path = self.dir().join(format!("kubeconfig-{name}.json"));
         std::fs::write(&path, kubeconfig.to_string())?;
-        let kubeconfig = kube::config::Kubeconfig::read_from(&path)?;
-        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
-        Ok(kube::Client::try_from(config)?)
+        Ok(path)
     }
 
     /// A token of service account `namespace/name` (created when missing), from a

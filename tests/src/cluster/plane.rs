@@ -29,21 +29,34 @@ impl ControlPlane {
     /// Starts everything with the in-tree `CSIVolumeHealth` gate as given and the webhook's on,
     /// `env` added to the admission server's environment, and waits until the apiserver calls
     /// the webhooks. A writer list in `env` must be the one its component ships, whose
-    /// validating entry is then installed too, as the component installs both; with
-    /// `VOLUME_HEALTH_REPAIR` in `env`, so are repair's entries.
+    /// validating entry is then installed too, as the component installs both. Repair's
+    /// entries are the base's: `VOLUME_HEALTH_REPAIR=false` in `env` turns the server's repair
+    /// off behind them; [`start_without_repair`](Self::start_without_repair) installs as
+    /// `components/no-repair` does.
     pub async fn start(in_tree_gate: bool, env: &[(&str, &str)]) -> Result<Self> {
-        let mut components = Vec::new();
+        Self::start_components(in_tree_gate, env, &[]).await
+    }
+
+    /// As [`start`](Self::start), installed with `components/no-repair`: the server's repair
+    /// off and its entries removed.
+    pub async fn start_without_repair(in_tree_gate: bool, env: &[(&str, &str)]) -> Result<Self> {
+        let mut env = env.to_vec();
+        env.push((shipped::REPAIR_ENV, "false"));
+        Self::start_components(in_tree_gate, &env, &[shipped::NO_REPAIR_COMPONENT]).await
+    }
+
+    async fn start_components(
+        in_tree_gate: bool,
+        env: &[(&str, &str)],
+        components: &[&'static str],
+    ) -> Result<Self> {
+        let mut components = components.to_vec();
         if let Some((_, list)) = env.iter().find(|(name, _)| *name == shipped::WRITERS_ENV) {
             let shipped = shipped::shipped_writer_list()?;
             if *list != shipped {
                 bail!("the writer list {list:?} is not the component's {shipped:?}");
             }
             components.push(shipped::WRITERS_COMPONENT);
-        }
-        // Repair's entries are installed whenever the variable is given, so that a test can
-        // turn the server's repair off and on behind them.
-        if env.iter().any(|(name, _)| *name == shipped::REPAIR_ENV) {
-            components.push("components/repair");
         }
         let authorizer_port = free_port()?;
         let options = ClusterOptions {

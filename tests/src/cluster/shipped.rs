@@ -89,20 +89,16 @@ pub fn shipped_writer_list() -> Result<String> {
 /// The environment variable that turns repair on.
 pub const REPAIR_ENV: &str = "VOLUME_HEALTH_REPAIR";
 
+/// The component that turns repair off: its server variable and the entries it removes.
+pub(crate) const NO_REPAIR_COMPONENT: &str = "components/no-repair";
+
 /// The components that add webhook entries: the file of their JSON patch and the
 /// configuration it patches.
-const ENTRY_COMPONENTS: [(&str, &str, &str); 2] = [
-    (
-        WRITERS_COMPONENT,
-        "webhook.yaml",
-        "validatingwebhookconfigurations",
-    ),
-    (
-        "components/repair",
-        "webhooks.yaml",
-        "mutatingwebhookconfigurations",
-    ),
-];
+const ENTRY_COMPONENTS: [(&str, &str, &str); 1] = [(
+    WRITERS_COMPONENT,
+    "webhook.yaml",
+    "validatingwebhookconfigurations",
+)];
 
 /// The entries a component adds to the configuration `plural` (its JSON patch's values).
 fn component_entries(component: &str, plural: &str) -> Result<Vec<Value>> {
@@ -126,10 +122,30 @@ fn component_entries(component: &str, plural: &str) -> Result<Vec<Value>> {
     Ok(entries)
 }
 
+/// The names of the mutating entries `components/no-repair` removes (its strategic merge
+/// patch's `$patch: delete` items).
+fn removed_entries(component: &str, plural: &str) -> Result<Vec<String>> {
+    if component != NO_REPAIR_COMPONENT || plural != "mutatingwebhookconfigurations" {
+        return Ok(Vec::new());
+    }
+    let patch = manifest(&format!("{component}/webhooks.yaml"))?;
+    let names: Vec<String> = patch["webhooks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|entry| entry["$patch"] == "delete")
+        .filter_map(|entry| entry["name"].as_str().map(str::to_owned))
+        .collect();
+    if names.is_empty() {
+        bail!("{component}/webhooks.yaml: no entry removed");
+    }
+    Ok(names)
+}
+
 /// The shipped webhook configurations (mutating, then validating) with each webhook's
 /// `clientConfig` pointed at `addr` (its path kept) and trusting `ca_pem`, with the entries of
-/// `components` (`components/pvc-health-writers`, `components/repair`) added as those
-/// components add them. Answers each object with its resource's plural.
+/// `components` (`components/pvc-health-writers`, `components/no-repair`) applied as those
+/// components apply them: entries added or removed. Answers each object with its resource's plural.
 pub(crate) fn webhook_configurations(
     addr: SocketAddr,
     ca_pem: &str,
@@ -152,6 +168,8 @@ pub(crate) fn webhook_configurations(
             .with_context(|| format!("{file}: no webhooks"))?;
         for component in components {
             webhooks.extend(component_entries(component, plural)?);
+            let removed = removed_entries(component, plural)?;
+            webhooks.retain(|w| !removed.iter().any(|name| w["name"] == name.as_str()));
         }
         for webhook in webhooks {
             let path = webhook["clientConfig"]["service"]["path"]

@@ -12,7 +12,11 @@ fn labels_match(selector: &Value, labels: &Value) -> bool {
 
 #[test]
 fn optional_components_fit_every_overlay() {
-    let listed: BTreeSet<String> = COMPONENTS.iter().map(|c| (*c).to_owned()).collect();
+    let listed: BTreeSet<String> = COMPONENTS
+        .iter()
+        .chain(UNDOING_COMPONENTS)
+        .map(|c| (*c).to_owned())
+        .collect();
     assert_eq!(
         component_dirs(),
         listed,
@@ -146,9 +150,9 @@ fn optional_components_fit_every_overlay() {
             "{overlay}: the server gets the writer list"
         );
 
-        // The repair entries likewise, in the mutating configuration: all three, trusted and
-        // addressed as its first entry (the same Service and path, /mutate), and the server
-        // repairs.
+        // The repair entries (the base's; components/repair only says so again) likewise, in
+        // the mutating configuration: all three, trusted and addressed as its first entry (the
+        // same Service and path, /mutate), and the server repairs.
         let mutating = find("MutatingWebhookConfiguration");
         let webhooks = array_at(mutating, "/webhooks");
         let repairs: Vec<&Value> = webhooks
@@ -269,4 +273,61 @@ patches:
         ],
         "the health port opens to the patched namespace only"
     );
+}
+
+#[test]
+fn no_repair_turns_the_switch_and_the_entries_off_on_every_overlay() {
+    for overlay in INSTALLABLE {
+        let with = rendering(overlay);
+        let without = render_with_components(overlay, UNDOING_COMPONENTS);
+        assert_eq!(
+            with.objects.len(),
+            without.len(),
+            "{overlay}: the same objects"
+        );
+        let find = |objects: &[Value], kind: &str| -> Value {
+            objects
+                .iter()
+                .find(|o| o["kind"] == kind)
+                .cloned()
+                .unwrap_or_else(|| panic!("{overlay}: no {kind}"))
+        };
+        let names = |configuration: &Value| -> Vec<String> {
+            array_at(configuration, "/webhooks")
+                .iter()
+                .map(|w| str_at(w, "/name").to_owned())
+                .collect()
+        };
+        let repairing = names(&find(&with.objects, "MutatingWebhookConfiguration"));
+        assert_eq!(
+            repairing.iter().filter(|n| n.contains(".repair.")).count(),
+            3,
+            "{overlay}: repair is on in the base"
+        );
+        let left = names(&find(&without, "MutatingWebhookConfiguration"));
+        let expected: Vec<String> = repairing
+            .into_iter()
+            .filter(|n| !n.contains(".repair."))
+            .collect();
+        assert_eq!(
+            left, expected,
+            "{overlay}: only the repair entries are removed"
+        );
+        let env = container_env(&find(&without, "Deployment"));
+        assert!(
+            env.iter()
+                .any(|(name, value)| name == "VOLUME_HEALTH_REPAIR" && value == "false"),
+            "{overlay}: the server does not repair: {env:?}"
+        );
+        assert_eq!(
+            container_env(&find(&with.objects, "Deployment"))
+                .iter()
+                .filter(|(name, _)| name != "VOLUME_HEALTH_REPAIR")
+                .collect::<Vec<_>>(),
+            env.iter()
+                .filter(|(name, _)| name != "VOLUME_HEALTH_REPAIR")
+                .collect::<Vec<_>>(),
+            "{overlay}: nothing else in the environment changes"
+        );
+    }
 }

@@ -375,8 +375,8 @@ fn the_writer_list_is_the_same_in_the_server_and_in_its_entry() {
     }
 }
 
-/// The repair component: three mutating entries, one per resource's status.
-const REPAIR_COMPONENT: &str = "components/repair";
+/// The component that turns repair off: it removes the base's three repair entries.
+const NO_REPAIR_COMPONENT: &str = "components/no-repair";
 
 /// A Pod whose `status.volumeHealth` is `entries` (its one volume is `data`).
 fn pod_reporting(entries: Value) -> Value {
@@ -537,15 +537,9 @@ fn repair_cases() -> Vec<(&'static str, AdmissionRequest, Expect)> {
     ]
 }
 
-/// The mutating configuration of an installable overlay with repair added.
+/// The mutating configuration of an installable overlay: repair is in the base.
 fn with_repair() -> &'static Value {
-    static RENDERED: std::sync::OnceLock<Vec<Value>> = std::sync::OnceLock::new();
-    let objects = RENDERED
-        .get_or_init(|| render_with_components("overlays/cert-manager", &[REPAIR_COMPONENT]));
-    objects
-        .iter()
-        .find(|o| o["kind"] == "MutatingWebhookConfiguration")
-        .expect("a MutatingWebhookConfiguration")
+    configurations(rendering("overlays/cert-manager"))[0].1
 }
 
 fn is_repair_entry(webhook: &Value) -> bool {
@@ -573,16 +567,20 @@ fn the_repair_entries_get_only_changed_reports_with_something_to_repair() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    // The rest of the configuration is the base's, unchanged.
-    let base = configurations(rendering("overlays/cert-manager"))[0].1;
+    // Turning repair off removes exactly these entries.
+    let without = render_with_components("overlays/cert-manager", &[NO_REPAIR_COMPONENT]);
+    let without = without
+        .iter()
+        .find(|o| o["kind"] == "MutatingWebhookConfiguration")
+        .expect("a MutatingWebhookConfiguration");
     let mut rest = with_repair().clone();
     rest["webhooks"]
         .as_array_mut()
         .expect("webhooks")
         .retain(|w| !is_repair_entry(w));
     assert_eq!(
-        &rest, base,
-        "the component changes nothing but its own entries"
+        &rest, without,
+        "{NO_REPAIR_COMPONENT} removes the repair entries and nothing else"
     );
 }
 
@@ -835,7 +833,7 @@ fn match_conditions_use_only_cel_that_kubernetes_and_the_interpreter_share() {
                 .into_iter()
                 .map(move |(_, c)| (rendering.name, c))
         })
-        .chain([(WRITERS_COMPONENT, &writers), (REPAIR_COMPONENT, &repairs)]);
+        .chain([(WRITERS_COMPONENT, &writers), ("repair", &repairs)]);
     {
         for (name, configuration) in configurations {
             for webhook in array_at(configuration, "/webhooks") {

@@ -64,6 +64,10 @@ pub(crate) const COMPONENTS: &[&str] = &[
     "components/client-ca",
 ];
 
+/// Components that undo what the base or another component sets, rendered on their own:
+/// `no-repair` removes the base's repair entries.
+pub(crate) const UNDOING_COMPONENTS: &[&str] = &["components/no-repair"];
+
 /// The native policies' component: generated, rendered and checked by `native_policies.rs`.
 pub(crate) const NATIVE_POLICIES: &str = "components/native-policies";
 
@@ -97,6 +101,7 @@ pub(crate) fn kustomization_dirs() -> BTreeSet<String> {
             if NOT_OURS
                 .iter()
                 .chain(COMPONENTS)
+                .chain(UNDOING_COMPONENTS)
                 .chain(&[NATIVE_POLICIES])
                 .any(|skip| relative == Path::new(skip))
             {
