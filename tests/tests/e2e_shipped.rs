@@ -24,7 +24,7 @@ use k8s_openapi::api::storage::v1::CSINode;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use volume_health_tests::cluster::{
-    Cluster, ControlPlane, Identity, bound_pod, create_namespace, volume_health,
+    Cluster, ControlPlane, Identity, REPAIR_ENV, bound_pod, create_namespace, volume_health,
 };
 use volume_health_tests::phases::Phases;
 
@@ -283,8 +283,19 @@ fn webhook_env(action: &str) -> [(&'static str, String); 2] {
 }
 
 async fn set_webhook(plane: &mut ControlPlane, gate: bool, action: &str) {
+    set_webhook_with(plane, gate, action, &[]).await;
+}
+
+/// As [`set_webhook`], `extra` added to the server's environment.
+async fn set_webhook_with(
+    plane: &mut ControlPlane,
+    gate: bool,
+    action: &str,
+    extra: &[(&str, &str)],
+) {
     let env = webhook_env(action);
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let mut env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    env.extend_from_slice(extra);
     plane.set_webhook(gate, &env).await.unwrap();
 }
 
@@ -891,7 +902,10 @@ async fn shipped_configuration_answers_on_a_real_control_plane() {
                     .after(&start)
                     .run(async {
                         let plane = plane.as_mut().unwrap();
-                        set_webhook(plane, true, action).await;
+                        // Repair, on in the install, would store the write repaired before the
+                        // rule saw it: off here, so that the rule's answer under each action
+                        // is what is measured.
+                        set_webhook_with(plane, true, action, &[(REPAIR_ENV, "false")]).await;
                         let before = violations(plane, action).await;
                         let column = Column::new(plane, action).await;
                         let (code, warnings) = column.warnings().await;
