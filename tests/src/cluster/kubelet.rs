@@ -24,9 +24,9 @@ pub const KUBELET_PROBE_PERIOD: Duration = Duration::from_secs(1);
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// One mock CSI node plugin.
-pub struct Driver {
+struct Driver {
     /// The driver's name, as its CSIDriver and volumes give it.
-    pub name: String,
+    name: String,
     health: PathBuf,
     process: Process,
 }
@@ -40,7 +40,6 @@ pub struct HollowNode {
     kubeconfig: PathBuf,
     bin: PathBuf,
     logs: PathBuf,
-    starts: usize,
     // Unix socket paths must stay under 108 bytes: a directory of its own under /tmp, not the
     // cluster's. Dropped last.
     root: tempfile::TempDir,
@@ -68,7 +67,6 @@ impl HollowNode {
             kubeconfig: cluster.kubeconfig(Identity::Node(name))?,
             bin: bin.to_owned(),
             logs: cluster.dir().to_owned(),
-            starts: 0,
             root,
         };
         node.start_kubelet()?;
@@ -106,10 +104,8 @@ impl HollowNode {
     }
 
     fn start_kubelet(&mut self) -> Result<()> {
-        self.kubelet = None;
-        self.starts += 1;
         let process = Process::start(
-            &format!("kubelet-{}-{}", self.name, self.starts),
+            &format!("kubelet-{}", self.name),
             &self.logs,
             Command::new(self.bin.join("hollowkubelet"))
                 .arg(format!("--kubeconfig={}", self.kubeconfig.display()))
@@ -124,13 +120,6 @@ impl HollowNode {
         )?;
         self.kubelet = Some(process);
         Ok(())
-    }
-
-    /// Stops the kubelet (SIGKILL) and starts it again, as a node reboot's kubelet restart
-    /// does: its caches are gone, the drivers keep running and register again.
-    pub async fn restart_kubelet(&mut self, cluster: &Cluster) -> Result<()> {
-        self.start_kubelet()?;
-        self.wait_ready(cluster).await
     }
 
     /// The last lines of the kubelet's and each driver's logs, for a failed test.

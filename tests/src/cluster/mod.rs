@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 
 pub use api::{ADMIN, Api, User};
 pub use controller_manager::{ControllerManager, POLICY_STATUS_CONTROLLER};
-pub use kubelet::{Driver, HollowNode, KUBELET_PROBE_PERIOD};
+pub use kubelet::{HollowNode, KUBELET_PROBE_PERIOD};
 pub use pki::{KeyPairFiles, Pki};
 pub use plane::{ControlPlane, bound_pod, create_namespace, volume_health};
 pub use shipped::{REPAIR_ENV, WRITERS_ENV, manifests_dir, shipped_writer_list};

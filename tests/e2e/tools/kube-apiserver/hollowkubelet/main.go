@@ -44,29 +44,27 @@ func main() {
 	var (
 		kubeconfig, nodeName, root string
 		probe                      time.Duration
-		gate                       bool
 	)
 	klog.InitFlags(nil)
 	flag.StringVar(&kubeconfig, "kubeconfig", "", "the node's kubeconfig")
 	flag.StringVar(&nodeName, "name", "", "the node's name")
 	flag.StringVar(&root, "root-dir", "", "the kubelet's root directory (short: sockets live under it)")
 	flag.DurationVar(&probe, "probe-period", time.Second, "how often volume and storage health are probed (VolumeStatsAggPeriod)")
-	flag.BoolVar(&gate, "csi-volume-health", true, "the kubelet's CSIVolumeHealth gate")
 	flag.Parse()
 	if kubeconfig == "" || nodeName == "" || root == "" {
 		fmt.Fprintln(os.Stderr, "hollowkubelet: --kubeconfig, --name and --root-dir are required")
 		os.Exit(2)
 	}
-	if err := run(kubeconfig, nodeName, root, probe, gate); err != nil {
+	if err := run(kubeconfig, nodeName, root, probe); err != nil {
 		fmt.Fprintf(os.Stderr, "hollowkubelet: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(kubeconfig, nodeName, root string, probe time.Duration, gate bool) error {
+func run(kubeconfig, nodeName, root string, probe time.Duration) error {
 	// The volume manager creates the health manager only with the gate on, and reads it when
 	// it is built: set it first.
-	if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(map[string]bool{string(features.CSIVolumeHealth): gate}); err != nil {
+	if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(map[string]bool{string(features.CSIVolumeHealth): true}); err != nil {
 		return fmt.Errorf("feature gate: %w", err)
 	}
 	root, err := filepath.Abs(root)
