@@ -21,7 +21,8 @@ pub use crate::resource::GroupVersionResource;
 use crate::resource::{HealthResource, Operation};
 pub use drop_on_save::{DropOnSave, Remove};
 pub use repaired::{
-    MAX_REPAIRED_BYTES, PATHS_PER_WARNING, RepairCount, RepairError, Repaired, Replace,
+    MAX_REPAIRED_BYTES, NAMED_ENTRIES, PATHS_PER_WARNING, RepairCount, RepairError, Repaired,
+    Replace,
 };
 pub use response::Response;
 pub use settings::Settings;

@@ -56,7 +56,12 @@ pub struct Repaired {
     pointer: &'static str,
     value: Box<RawValue>,
     counts: Vec<RepairCount>,
+    entries: Vec<String>,
 }
+
+/// How many repaired entries a [`Repaired`] names: enough to find the writer's driver, bounded
+/// whatever the input.
+pub const NAMED_ENTRIES: usize = 5;
 
 /// A JSON Patch `replace` operation: `{"op":"replace","path":...,"value":...}`.
 #[derive(Clone, Copy, Debug, Serialize)]
@@ -86,6 +91,13 @@ impl Repaired {
     /// Each kind of repair made, in the order first made.
     pub fn counts(&self) -> &[RepairCount] {
         &self.counts
+    }
+
+    /// The names of the first entries repaired (at most [`NAMED_ENTRIES`], in the order of
+    /// their first repair): a CSINode's drivers, a pod's volumes; none for a claim. A repaired
+    /// report is a driver to fix, and these name it.
+    pub fn entries(&self) -> &[String] {
+        &self.entries
     }
 
     /// How many repairs in all.
@@ -180,14 +192,20 @@ impl<'a> AdmissionRequest<'a> {
             return Ok(None);
         }
         let mut counts = Vec::new();
+        let mut entries: Vec<usize> = Vec::new();
         let mut sink = |repair: Repair| {
             Repaired::add(&mut counts, &repair);
+            if let Some(entry) = repair.entry {
+                if entries.len() < NAMED_ENTRIES && !entries.contains(&entry) {
+                    entries.push(entry);
+                }
+            }
             each(&repair);
         };
         let too_large = |_| RepairError::TooLarge {
             field: resource.gated_field(),
         };
-        let value = match resource {
+        let (value, entries) = match resource {
             HealthResource::PersistentVolumeClaims => {
                 let new = self.object.as_claim()?;
                 let old = self.old_object.as_claim()?;
@@ -195,7 +213,10 @@ impl<'a> AdmissionRequest<'a> {
                     return Ok(None);
                 };
                 let old = old.and_then(|c| c.health_status());
-                plan::claim(new, old, MAX_REPAIRED_BYTES, &mut sink)
+                (
+                    plan::claim(new, old, MAX_REPAIRED_BYTES, &mut sink),
+                    Vec::new(),
+                )
             }
             HealthResource::Pods => {
                 let new = self.object.as_pod()?;
@@ -204,13 +225,14 @@ impl<'a> AdmissionRequest<'a> {
                 let Some(list) = pod.volume_health() else {
                     return Ok(None);
                 };
-                plan::pod(
+                let value = plan::pod(
                     list,
                     old.and_then(|p| p.volume_health()),
                     plan::Volumes::Listed(pod.volumes()),
                     MAX_REPAIRED_BYTES,
                     &mut sink,
-                )
+                );
+                (value, plan::entry_names(list, &entries))
             }
             HealthResource::CsiNodes => {
                 let new = self.object.as_csinode()?;
@@ -218,13 +240,14 @@ impl<'a> AdmissionRequest<'a> {
                 let Some(list) = new.and_then(|n| n.storage_health()) else {
                     return Ok(None);
                 };
-                plan::csinode(
+                let value = plan::csinode(
                     list,
                     old.and_then(|n| n.storage_health()),
                     settings.storage_condition_identity,
                     MAX_REPAIRED_BYTES,
                     &mut sink,
-                )
+                );
+                (value, plan::entry_names(list, &entries))
             }
         };
         let Some(value) = value.map_err(too_large)? else {
@@ -236,8 +259,22 @@ impl<'a> AdmissionRequest<'a> {
             pointer: repaired_pointer(resource),
             value,
             counts,
+            entries: distinct(entries),
         }))
     }
+}
+
+/// `names` without repeats, in order: an entry given twice is one driver or volume.
+fn distinct(mut names: Vec<String>) -> Vec<String> {
+    let mut seen = 0;
+    for i in 0..names.len() {
+        if !names[..seen].contains(&names[i]) {
+            names.swap(seen, i);
+            seen += 1;
+        }
+    }
+    names.truncate(seen);
+    names
 }
 
 /// Where the repaired list goes: a claim's conditions, a pod's or a CSINode's entries.
@@ -301,5 +338,130 @@ mod tests {
         let request = AdmissionReview::parse(&kubelet).unwrap().request;
         assert!(matches!(request.validate(&in_tree), Ok(Verdict::Allowed)));
         assert!(request.repair(&in_tree).unwrap().is_none());
+    }
+
+    /// A review of node1's kubelet writing `resource`'s status (its own CSINode, a pod, a claim)
+    /// with `status` as the new object's, `extra` beside it.
+    fn status_write(resource: &str, group: &str, status: &str, extra: &str) -> String {
+        format!(
+            r#"{{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {{
+              "uid": "u", "operation": "UPDATE", "subResource": "status", "name": "node1",
+              "namespace": "ns",
+              "resource": {{"group": "{group}", "version": "v1", "resource": "{resource}"}},
+              "userInfo": {{"username": "system:node:node1", "groups": ["system:nodes"]}},
+              "object": {{"metadata": {{"name": "node1"}}{extra}, "status": {status}}},
+              "oldObject": {{"metadata": {{"name": "node1"}}{extra}}}}}}}"#
+        )
+    }
+
+    /// What each repaired write names: the entries with a repair, in the order of their first
+    /// repair, each once, at most `NAMED_ENTRIES`; none for a claim.
+    #[test]
+    fn a_repair_names_the_entries_it_repaired() {
+        let duplicate = r#"[{"status": "Degraded", "reason": "Slow"}, {"status": "Degraded", "reason": "Slow"}]"#;
+        let fine = r#"[{"status": "Degraded", "reason": "Slow"}]"#;
+        let storage = |name: &str, conditions: &str| {
+            let conditions = conditions.replace("Degraded", "StorageDegraded");
+            format!(r#"{{"name": "{name}", "healthConditions": {conditions}}}"#)
+        };
+        let volume = |name: &str, conditions: &str| {
+            format!(r#"{{"name": "{name}", "healthConditions": {conditions}}}"#)
+        };
+        let volumes: String = (0..8)
+            .map(|i| format!(r#"{{"name": "v{i}"}}"#))
+            .collect::<Vec<_>>()
+            .join(",");
+        let pod_spec = format!(r#", "spec": {{"nodeName": "node1", "volumes": [{volumes}]}}"#);
+        let many: Vec<String> = (0..8)
+            .map(|i| storage(&format!("d{i}.example.com"), duplicate))
+            .collect();
+        let cases: Vec<(&str, String, Vec<&str>)> = vec![
+            (
+                "one driver of three",
+                status_write(
+                    "csinodes",
+                    "storage.k8s.io",
+                    &format!(
+                        r#"{{"storageHealth": [{}, {}, {}]}}"#,
+                        storage("a.example.com", fine),
+                        storage("b.example.com", duplicate),
+                        storage("c.example.com", fine),
+                    ),
+                    "",
+                ),
+                vec!["b.example.com"],
+            ),
+            (
+                "a driver given twice, merged, and named once",
+                status_write(
+                    "csinodes",
+                    "storage.k8s.io",
+                    &format!(
+                        r#"{{"storageHealth": [{}, {}]}}"#,
+                        storage("a.example.com", duplicate),
+                        storage("a.example.com", fine),
+                    ),
+                    "",
+                ),
+                vec!["a.example.com"],
+            ),
+            (
+                "the first few of many",
+                status_write(
+                    "csinodes",
+                    "storage.k8s.io",
+                    &format!(r#"{{"storageHealth": [{}]}}"#, many.join(",")),
+                    "",
+                ),
+                vec![
+                    "d0.example.com",
+                    "d1.example.com",
+                    "d2.example.com",
+                    "d3.example.com",
+                    "d4.example.com",
+                ],
+            ),
+            (
+                "a pod's volumes",
+                status_write(
+                    "pods",
+                    "",
+                    &format!(
+                        r#"{{"volumeHealth": [{}, {}, {}]}}"#,
+                        volume("v0", fine),
+                        volume("v1", duplicate),
+                        volume("v2", fine),
+                    ),
+                    &pod_spec,
+                ),
+                vec!["v1"],
+            ),
+            (
+                "a claim has no entries",
+                // By its health monitor: a node may not write a claim's health.
+                status_write(
+                    "persistentvolumeclaims",
+                    "",
+                    &format!(r#"{{"healthStatus": {{"healthConditions": {duplicate}}}}}"#),
+                    "",
+                )
+                .replace(
+                    "system:node:node1",
+                    "system:serviceaccount:kube-system:monitor",
+                )
+                .replace(r#"["system:nodes"]"#, "[]"),
+                vec![],
+            ),
+        ];
+        let settings = Settings::with_gate(true);
+        for (what, review, want) in cases {
+            let request = AdmissionReview::parse(&review).unwrap().request;
+            let repaired = request
+                .repair(&settings)
+                .unwrap()
+                .unwrap_or_else(|| panic!("{what}: not repaired"));
+            assert_eq!(repaired.entries(), want.as_slice(), "{what}");
+            assert!(want.len() <= super::NAMED_ENTRIES, "{what}");
+        }
     }
 }

@@ -12,6 +12,10 @@ pub struct Repair {
     /// `status.volumeHealth[2].healthConditions[17]`, rendered as
     /// [`FieldPath`](crate::field::FieldPath) renders.
     pub path: String,
+    /// The index of the entry it is in, in a list of entries (a pod's `volumeHealth`, a
+    /// CSINode's `storageHealth`): what names the volume or the driver to fix. `None` in a
+    /// claim's list.
+    pub entry: Option<usize>,
     /// What was done, and why.
     pub kind: RepairKind,
 }

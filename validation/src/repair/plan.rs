@@ -277,17 +277,11 @@ impl Groups {
 fn report_entry(groups: &Groups, g: u32, i: usize, path: ListPath, sink: &mut Counted<'_>) -> bool {
     let group = &groups.groups[g as usize];
     if let Some(kind) = group.dropped {
-        sink.report(Repair {
-            path: path.entry(i),
-            kind,
-        });
+        sink.report(path.repair(path.entry(i), i, kind));
         return false;
     }
     if group.first as usize != i {
-        sink.report(Repair {
-            path: path.entry(i),
-            kind: RepairKind::MergedEntry,
-        });
+        sink.report(path.repair(path.entry(i), i, RepairKind::MergedEntry));
     }
     true
 }
@@ -585,8 +579,29 @@ where
     Ok(Some(out))
 }
 
+/// The names of the entries at `indexes`, in that order: a few, for a log line that names
+/// the volume or the driver to fix. The walk stops at the last one.
+pub(crate) fn entry_names<'a, T>(list: &RawList<'a, T>, indexes: &[usize]) -> Vec<String>
+where
+    T: serde::Deserialize<'a> + crate::decode::Fingerprinted + Entry,
+{
+    let mut names = vec![String::new(); indexes.len()];
+    let last = indexes.iter().copied().max();
+    list.walk(|i, entry| {
+        for (k, _) in indexes.iter().enumerate().filter(|(_, at)| **at == i) {
+            names[k] = entry.name().to_owned();
+        }
+        if Some(i) >= last {
+            Walk::Stop
+        } else {
+            Walk::Next
+        }
+    });
+    names
+}
+
 /// An entry of a list of entries, as repair reads and writes it.
-trait Entry {
+pub(crate) trait Entry {
     fn name(&self) -> &str;
     /// Whether it has a `healthConditions` member.
     fn has_conditions(&self) -> bool;

@@ -66,6 +66,20 @@ pub(crate) enum ListPath {
 }
 
 impl ListPath {
+    /// A repair of the item at `path` in entry `entry` (ignored in a claim's list).
+    pub(crate) fn repair(self, path: String, entry: usize, kind: RepairKind) -> Repair {
+        let entry = match self {
+            ListPath::Claim => None,
+            ListPath::Entries(_) => Some(entry),
+        };
+        Repair { path, entry, kind }
+    }
+
+    /// A repair of the condition at `at`.
+    pub(crate) fn condition_repair(self, at: Origin, kind: RepairKind) -> Repair {
+        self.repair(self.condition(at), at.entry, kind)
+    }
+
     pub(crate) fn entry(self, entry: usize) -> String {
         match self {
             ListPath::Claim => "status.healthStatus".to_owned(),
@@ -133,12 +147,7 @@ impl Selection {
     /// the earlier one left the selection for a more severe one, and a later one of the same
     /// status never outranks what displaced it.
     pub(crate) fn offer(&mut self, candidate: Candidate, sink: Sink<'_>) {
-        let mut report = |at: Origin, kind| {
-            sink(Repair {
-                path: self.path.condition(at),
-                kind,
-            })
-        };
+        let mut report = |at: Origin, kind| sink(self.path.condition_repair(at, kind));
         if let Some(kind) = self.duplicate {
             if self.kept.iter().any(|k| k.identity == candidate.identity) {
                 report(candidate.at, kind);
@@ -209,11 +218,12 @@ fn message_with<'m>(
     }))
 }
 
-/// Cuts `message` to at most `max` bytes at a character boundary, reporting it at `path`.
+/// Cuts `message` to at most `max` bytes at a character boundary, reporting it as the message
+/// of the condition at `at`.
 fn cut<'m>(
     message: Cow<'m, str>,
     max: usize,
-    path: impl FnOnce() -> String,
+    (path, at): (ListPath, Origin),
     sink: Sink<'_>,
 ) -> Cow<'m, str> {
     let from = message.len();
@@ -221,10 +231,11 @@ fn cut<'m>(
         return message;
     }
     let to = prefix(&message, max).len();
-    sink(Repair {
-        path: format!("{}.message", path()),
-        kind: RepairKind::MessageCut { from, to },
-    });
+    sink(path.repair(
+        format!("{}.message", path.condition(at)),
+        at.entry,
+        RepairKind::MessageCut { from, to },
+    ));
     match message {
         Cow::Borrowed(text) => Cow::Borrowed(&text[..to]),
         Cow::Owned(mut text) => {
@@ -294,10 +305,7 @@ pub(crate) fn volume_condition(
     }
     if stored.message_of(status, reason).is_none() {
         if !VOLUME_HEALTH_STATUSES.contains(&status) {
-            sink(Repair {
-                path: path.condition(at),
-                kind: RepairKind::ImpossibleCondition(Impossible::Status),
-            });
+            sink(path.condition_repair(at, RepairKind::ImpossibleCondition(Impossible::Status)));
             return None;
         }
         if reason.is_empty() || reason.len() > MAX_VOLUME_REASON_BYTES {
@@ -306,10 +314,7 @@ pub(crate) fn volume_condition(
         }
     }
     if replaced.is_some() {
-        sink(Repair {
-            path: path.condition(at),
-            kind: RepairKind::ReplacedField(Impossible::Reason),
-        });
+        sink(path.condition_repair(at, RepairKind::ReplacedField(Impossible::Reason)));
     }
     let notes: Vec<(Impossible, &str)> = replaced
         .map(|r| (Impossible::Reason, r))
@@ -318,7 +323,7 @@ pub(crate) fn volume_condition(
     let mut message = message_with(c.message.as_deref(), &notes);
     let unchanged = stored.message_of(status, reason) == Some(message_hash(message.as_deref()));
     if !unchanged {
-        message = message.map(|m| cut(m, MAX_VOLUME_MESSAGE_BYTES, || path.condition(at), sink));
+        message = message.map(|m| cut(m, MAX_VOLUME_MESSAGE_BYTES, (path, at), sink));
     }
     let out = VolumeOut {
         status,
@@ -386,10 +391,7 @@ pub(crate) fn storage_condition(
 ) -> Option<Candidate> {
     let status = &*c.status;
     if !STORAGE_HEALTH_STATUSES.contains(&status) {
-        sink(Repair {
-            path: path.condition(at),
-            kind: RepairKind::ImpossibleCondition(Impossible::Status),
-        });
+        sink(path.condition_repair(at, RepairKind::ImpossibleCondition(Impossible::Status)));
         return None;
     }
     let mut notes: Vec<(Impossible, &str)> = Vec::new();
@@ -411,13 +413,10 @@ pub(crate) fn storage_condition(
         &mut notes,
     );
     for (field, _) in &notes {
-        sink(Repair {
-            path: path.condition(at),
-            kind: RepairKind::ReplacedField(*field),
-        });
+        sink(path.condition_repair(at, RepairKind::ReplacedField(*field)));
     }
     let message = message_with(c.message.as_deref(), &notes)
-        .map(|m| cut(m, MAX_STORAGE_MESSAGE_BYTES, || path.condition(at), sink));
+        .map(|m| cut(m, MAX_STORAGE_MESSAGE_BYTES, (path, at), sink));
     let out = StorageOut {
         status,
         reason,

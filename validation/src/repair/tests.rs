@@ -691,6 +691,7 @@ fn repairs_render_as_warnings() {
     for (kind, text) in cases {
         let repair = Repair {
             path: "status.x[0]".into(),
+            entry: Some(0),
             kind,
         };
         assert_eq!(repair.to_string(), format!("status.x[0]: {text}"));

@@ -194,7 +194,8 @@ fn repair<'b>(state: &WebhookState, request: AdmissionRequest<'b>) -> AdmissionR
             .repaired(resource, kind.label, kind.count as u64);
     }
     let (key, summary) = repaired.audit_annotation();
-    // The writer is named: a repaired report is a driver or a sidecar to fix.
+    // The writer and the entries are named: a repaired report is a driver or a sidecar to fix,
+    // and a CSINode's entry is its driver, a pod's its volume.
     tracing::warn!(
         target: HANDLERS_TARGET,
         uid = logged(&request.uid),
@@ -202,6 +203,7 @@ fn repair<'b>(state: &WebhookState, request: AdmissionRequest<'b>) -> AdmissionR
         namespace = logged(request.namespace.as_deref().unwrap_or_default()),
         name = logged(request.name()),
         user = logged(&request.user_info.username),
+        entries = logged(&repaired.entries().join(",")),
         repairs = summary.as_str(),
         "a status write validation would refuse was repaired"
     );

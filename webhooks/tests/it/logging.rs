@@ -37,24 +37,6 @@ async fn post(app: &Router, path: &str, id: &str) {
     assert_eq!(status, StatusCode::OK, "{id}");
 }
 
-impl Captured {
-    /// A text subscriber at `level` writing here, installed for this thread.
-    fn install(&self, level: tracing::Level) -> tracing::subscriber::DefaultGuard {
-        let writer = self.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_max_level(level)
-            .with_ansi(false)
-            .fmt_fields(volume_health_webhooks::telemetry::text_fields())
-            .with_writer(move || writer.clone())
-            .finish();
-        let guard = tracing::subscriber::set_default(subscriber);
-        // Other tests of the binary log with no subscriber: a call site they reached first, while
-        // this subscriber was being installed, may have cached that nobody listens.
-        tracing::callsite::rebuild_interest_cache();
-        guard
-    }
-}
-
 /// Reviews that are simply allowed (and no-opinion authorizations) are logged at debug level;
 /// denials, bad objects and authorization denies at info, with the same fields.
 #[tokio::test]

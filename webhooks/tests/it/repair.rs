@@ -259,3 +259,29 @@ async fn a_claim_and_a_csinode_are_repaired_too() {
         assert_eq!(serde_json::to_value(&patch).unwrap(), want, "{resource}");
     }
 }
+
+/// The repair's log line names what to fix: the writer (the node) and the entry (a pod's
+/// volume; a CSINode's driver).
+#[tokio::test]
+async fn the_repair_log_line_names_the_writer_and_the_entry() {
+    let logs = support::Captured::default();
+    let _guard = logs.install(tracing::Level::WARN);
+    let app = router(&settings(true), Metrics::new());
+    mutate(
+        &app,
+        &kubelet_write(duplicate_pair(), "status", "system:node:node1"),
+    )
+    .await;
+    let text = logs.take();
+    let line = text
+        .lines()
+        .find(|line| line.contains("was repaired"))
+        .unwrap_or_else(|| panic!("no repair line in {text:?}"));
+    for field in [
+        r#"user="system:node:node1""#,
+        r#"entries="data""#,
+        r#"name="web-0""#,
+    ] {
+        assert!(line.contains(field), "{field} in {line}");
+    }
+}

@@ -599,6 +599,22 @@ impl std::io::Write for Captured {
 }
 
 impl Captured {
+    /// A text subscriber at `level` writing here, installed for this thread.
+    pub(crate) fn install(&self, level: tracing::Level) -> tracing::subscriber::DefaultGuard {
+        let writer = self.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(level)
+            .with_ansi(false)
+            .fmt_fields(volume_health_webhooks::telemetry::text_fields())
+            .with_writer(move || writer.clone())
+            .finish();
+        let guard = tracing::subscriber::set_default(subscriber);
+        // Other tests of the binary log with no subscriber: a call site they reached first, while
+        // this subscriber was being installed, may have cached that nobody listens.
+        tracing::callsite::rebuild_interest_cache();
+        guard
+    }
+
     /// Everything written so far, emptied.
     pub(crate) fn take(&self) -> String {
         String::from_utf8(std::mem::take(&mut *self.0.lock().unwrap())).unwrap()
