@@ -23,6 +23,9 @@ pub struct ControlPlane {
     pub admission: WebhookServer,
     /// The control plane's authorizer: `/authorize`.
     pub authorizer: WebhookServer,
+    /// What the install's components set in the admission server's environment, kept across
+    /// restarts (`components/no-repair`'s switch).
+    installed: Vec<(&'static str, &'static str)>,
 }
 
 impl ControlPlane {
@@ -40,9 +43,7 @@ impl ControlPlane {
     /// As [`start`](Self::start), installed with `components/no-repair`: the server's repair
     /// off and its entries removed.
     pub async fn start_without_repair(in_tree_gate: bool, env: &[(&str, &str)]) -> Result<Self> {
-        let mut env = env.to_vec();
-        env.push((shipped::REPAIR_ENV, "false"));
-        Self::start_components(in_tree_gate, &env, &[shipped::NO_REPAIR_COMPONENT]).await
+        Self::start_components(in_tree_gate, env, &[shipped::NO_REPAIR_COMPONENT]).await
     }
 
     async fn start_components(
@@ -67,10 +68,16 @@ impl ControlPlane {
         let bin = webhook_binary()?;
         let admission = WebhookServer::new(Role::Admission, bin.clone(), &cluster, 0)?;
         let authorizer = WebhookServer::new(Role::Authorizer, bin, &cluster, authorizer_port)?;
+        let installed = if components.contains(&shipped::NO_REPAIR_COMPONENT) {
+            vec![(shipped::REPAIR_ENV, "false")]
+        } else {
+            Vec::new()
+        };
         let mut plane = ControlPlane {
             cluster,
             admission,
             authorizer,
+            installed,
         };
         plane.set_webhook(true, env).await?;
         plane
@@ -82,11 +89,12 @@ impl ControlPlane {
     }
 
     /// Restarts both servers with the webhook's `CSIVolumeHealth` gate as given (the manifests
-    /// keep the two equal), `env` added to the admission server's environment, as an operator
-    /// patches the manifests.
+    /// keep the two equal), the install's components' environment and `env` added to the
+    /// admission server's, as an operator patches the manifests.
     pub async fn set_webhook(&mut self, gate: bool, env: &[(&str, &str)]) -> Result<()> {
         let gates = format!("CSIVolumeHealth={gate}");
         let mut admission = vec![("VOLUME_HEALTH_FEATURE_GATES", gates.as_str())];
+        admission.extend_from_slice(&self.installed);
         admission.extend_from_slice(env);
         self.admission.start(&admission).await?;
         self.authorizer
