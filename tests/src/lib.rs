@@ -34,6 +34,35 @@ pub const PEM_STAND_INS: &[(&str, &str)] = &[
     ),
 ];
 
+/// Prints a table a suite measured, and checks that `doc` (relative to the repository) holds it
+/// between the lines `begin` and `end`; with `VOLUME_HEALTH_E2E_WRITE_DOCS=1`, writes it there
+/// instead.
+pub fn documented(doc: &str, begin: &str, end: &str, measured: &str) {
+    eprintln!("{measured}");
+    let path = repository().join(doc);
+    let text = std::fs::read_to_string(&path).unwrap_or_default();
+    let (Some(from), Some(to)) = (text.find(begin), text.find(end)) else {
+        panic!("{doc} has no measured table between {begin} and {end}");
+    };
+    let documented = text[from + begin.len()..to].trim();
+    if std::env::var_os("VOLUME_HEALTH_E2E_WRITE_DOCS").is_some() {
+        let updated = format!(
+            "{}{begin}\n{}\n{}",
+            &text[..from],
+            measured.trim(),
+            &text[to..]
+        );
+        std::fs::write(&path, updated)
+            .unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+    } else {
+        assert_eq!(
+            documented,
+            measured.trim(),
+            "{doc} does not say what was measured (VOLUME_HEALTH_E2E_WRITE_DOCS=1 writes it)"
+        );
+    }
+}
+
 /// `value` without null members, as the apiserver serves an object it was given with them.
 pub fn without_nulls(value: &serde_json::Value) -> serde_json::Value {
     use serde_json::Value;

@@ -20,7 +20,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use hyper::Method;
@@ -849,38 +848,11 @@ async fn the_real_kubelet_is_never_refused_by_the_default_install() {
         }
     }
     if phases.all_passed() {
-        documented(DOC, BEGIN, END, &table);
-        documented(REPAIR_DOC, COSTS_BEGIN, COSTS_END, &costs);
+        volume_health_tests::documented(DOC, BEGIN, END, &table);
+        volume_health_tests::documented(REPAIR_DOC, COSTS_BEGIN, COSTS_END, &costs);
     } else {
         eprintln!("{table}\n{costs}");
     }
     eprintln!("e2e_kubelet: {:?}", started.elapsed());
     phases.finish();
-}
-
-/// Prints a measured table, and checks that `doc` holds it between `begin` and `end`
-/// (`VOLUME_HEALTH_E2E_WRITE_DOCS=1`: writes it there).
-fn documented(doc: &str, begin_mark: &str, end_mark: &str, measured: &str) {
-    eprintln!("{measured}");
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(doc);
-    let text = std::fs::read_to_string(&path).unwrap_or_default();
-    let (Some(begin), Some(end)) = (text.find(begin_mark), text.find(end_mark)) else {
-        panic!("{doc} has no measured table between {begin_mark} and {end_mark}");
-    };
-    let documented = text[begin + begin_mark.len()..end].trim();
-    if std::env::var_os("VOLUME_HEALTH_E2E_WRITE_DOCS").is_some() {
-        let updated = format!(
-            "{}{begin_mark}\n{}\n{}",
-            &text[..begin],
-            measured.trim(),
-            &text[end..]
-        );
-        std::fs::write(&path, updated).unwrap();
-    } else {
-        assert_eq!(
-            documented,
-            measured.trim(),
-            "{doc} does not say what was measured (VOLUME_HEALTH_E2E_WRITE_DOCS=1 writes it)"
-        );
-    }
 }

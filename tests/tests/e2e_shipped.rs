@@ -15,7 +15,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use hyper::Method;
@@ -953,7 +952,9 @@ async fn shipped_configuration_answers_on_a_real_control_plane() {
         documented = documented.after(phase);
     }
     documented
-        .run(async { documented_table(&table(&measured, &columns, &calls)) })
+        .run(async {
+            volume_health_tests::documented(DOC, BEGIN, END, &table(&measured, &columns, &calls))
+        })
         .await;
     let down = Gates {
         in_tree: true,
@@ -990,31 +991,4 @@ async fn shipped_configuration_answers_on_a_real_control_plane() {
         .await;
     eprintln!("e2e_shipped: {:?}", started.elapsed());
     phases.finish();
-}
-
-/// Prints the measured table, and checks that [`DOC`] holds it
-/// (`VOLUME_HEALTH_E2E_WRITE_DOCS=1`: writes it there).
-fn documented_table(measured_table: &str) {
-    eprintln!("{measured_table}");
-    let doc_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(DOC);
-    let doc = std::fs::read_to_string(&doc_path).unwrap_or_default();
-    let (Some(begin), Some(end)) = (doc.find(BEGIN), doc.find(END)) else {
-        panic!("{DOC} has no measured table between {BEGIN} and {END}");
-    };
-    let documented = doc[begin + BEGIN.len()..end].trim();
-    if std::env::var_os("VOLUME_HEALTH_E2E_WRITE_DOCS").is_some() {
-        let updated = format!(
-            "{}{BEGIN}\n{}\n{}",
-            &doc[..begin],
-            measured_table.trim(),
-            &doc[end..]
-        );
-        std::fs::write(&doc_path, updated).unwrap();
-    } else {
-        assert_eq!(
-            documented,
-            measured_table.trim(),
-            "{DOC} does not say what was measured (VOLUME_HEALTH_E2E_WRITE_DOCS=1 writes it)"
-        );
-    }
 }

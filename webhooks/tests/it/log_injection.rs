@@ -65,17 +65,7 @@ async fn control_characters_from_requests_are_escaped_in_both_formats() {
     let app = volume_health_webhooks::router(&support::settings(), Metrics::new());
     let logs = Captured::default();
 
-    let writer = logs.clone();
-    let text = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::DEBUG)
-        .with_ansi(false)
-        .fmt_fields(volume_health_webhooks::telemetry::text_fields())
-        .with_writer(move || writer.clone())
-        .finish();
-    let guard = tracing::subscriber::set_default(text);
-    // Other tests of the binary log with no subscriber: a call site they reached first, while
-    // this subscriber was being installed, may have cached that nobody listens.
-    tracing::callsite::rebuild_interest_cache();
+    let guard = logs.install(tracing::Level::DEBUG);
     send_forgeries(&app).await;
     drop(guard);
     let out = logs.take();
