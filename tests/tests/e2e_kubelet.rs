@@ -359,13 +359,13 @@ async fn resource_version(cluster: &Cluster, path: &str) -> Value {
 
 /// What a repaired writer costs: how often it sent the write again, and whether each resend
 /// wrote etcd (a repaired resend of the same report is the same stored object).
-fn cost(writes: usize, window: Duration, changed: bool) -> String {
+fn cost(writes: usize, window: Duration, changed: bool) -> (&'static str, &'static str) {
     let each = match (writes, changed) {
         (0, _) => "—",
         (_, true) => "the stored object changed",
         (_, false) => "the same stored object, no etcd write",
     };
-    format!("{}; {each}", rewrite_rate(writes, window))
+    (rewrite_rate(writes, window), each)
 }
 
 /// The pod's phase, `Gone` when it no longer exists.
@@ -412,13 +412,54 @@ fn volumes_answer(volumes: &BTreeMap<String, Vec<Value>>) -> Value {
     json!({"volumes": volumes, "storage": [condition("STORAGE_DEGRADED", "PoolSlow", "slow")]})
 }
 
-/// The cells one install measured: (table row, cell).
-type Cells = BTreeMap<String, String>;
+/// What a row of the tables is about, in their order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Subject {
+    Pod,
+    Storage,
+    Switch,
+}
+
+impl Subject {
+    fn what(self) -> &'static str {
+        match self {
+            Subject::Pod => "a pod's volume",
+            Subject::Storage => "the node's storage",
+            Subject::Switch => "the runtime switch",
+        }
+    }
+}
+
+/// A row of the tables: its subject, its place among the subject's answers, its label.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Row {
+    subject: Subject,
+    index: usize,
+    label: &'static str,
+}
+
+impl Row {
+    fn new(subject: Subject, index: usize, label: &'static str) -> Self {
+        Row {
+            subject,
+            index,
+            label,
+        }
+    }
+}
+
+/// What one install measured: a cell per row of the answers' table, and, for a repaired
+/// report, how often it was sent again and what each resend cost.
+#[derive(Default)]
+struct Cells {
+    answers: BTreeMap<Row, String>,
+    costs: BTreeMap<Row, (&'static str, &'static str)>,
+}
 
 /// Runs every phase against `install`; answers its column of the table.
 async fn measure(phases: &mut Phases, install: Install) -> Cells {
     let name = install.heading();
-    let mut cells = Cells::new();
+    let mut cells = Cells::default();
     let Some((mut plane, mut node)) = phases
         .phase(&format!("{name}: control plane and {NODE}"))
         .run(async {
@@ -531,8 +572,9 @@ async fn measure(phases: &mut Phases, install: Install) -> Cells {
                 if install.repairs() && all.iter().any(|w| w.code != 200) {
                     refused.push(format!("{label}: {} with repair on", answers(&all)));
                 }
-                cells.insert(
-                    format!("pod {row}: {label}"),
+                let key = Row::new(Subject::Pod, row, label);
+                cells.answers.insert(
+                    key,
                     format!(
                         "{}; {}",
                         answers(&all),
@@ -540,10 +582,9 @@ async fn measure(phases: &mut Phases, install: Install) -> Cells {
                     ),
                 );
                 if all.iter().any(|w| w.repaired) {
-                    cells.insert(
-                        format!("cost pod {row}: {label}"),
-                        cost(again, SETTLE + POD_WINDOW, changed),
-                    );
+                    cells
+                        .costs
+                        .insert(key, cost(again, SETTLE + POD_WINDOW, changed));
                 }
             }
             assert!(refused.is_empty(), "kubelet writes refused: {refused:#?}");
@@ -567,8 +608,8 @@ async fn measure(phases: &mut Phases, install: Install) -> Cells {
                 let left = GONE_WITHIN.saturating_sub(deleted.elapsed());
                 let gone =
                     wait_for(left, || async { pod_phase(cluster, &pod).await == "Gone" }).await;
-                let key = format!("pod {row}: {label}");
-                let cell = cells.entry(key).or_default();
+                let key = Row::new(Subject::Pod, row, label);
+                let cell = cells.answers.entry(key).or_default();
                 match gone {
                     Some(_) => cell.push_str("; gone when deleted"),
                     None => {
@@ -628,14 +669,14 @@ async fn measure(phases: &mut Phases, install: Install) -> Cells {
                 if all.iter().any(Written::by_webhook) {
                     refused.push(format!("{label}: {}", answers(&all)));
                 }
+                let key = Row::new(Subject::Storage, row, label);
                 if all.iter().any(|w| w.repaired) {
-                    cells.insert(
-                        format!("cost storage {row}: {label}"),
-                        cost(again, SETTLE + STORAGE_WINDOW, changed),
-                    );
+                    cells
+                        .costs
+                        .insert(key, cost(again, SETTLE + STORAGE_WINDOW, changed));
                 }
-                cells.insert(
-                    format!("storage {row}: {label}"),
+                cells.answers.insert(
+                    key,
                     format!(
                         "{}; {}",
                         answers(&all),
@@ -739,8 +780,12 @@ async fn runtime_switch(
     let changed = report[0]["reason"] == "SwitchedOff";
     let writes = kubelet_writes(cluster, mark, NODE, "csinodes", NODE);
     let again = kubelet_writes(cluster, settled, NODE, "csinodes", NODE);
-    cells.insert(
-        "switch 0: the webhook's gate off: a changed storage report".to_owned(),
+    cells.answers.insert(
+        Row::new(
+            Subject::Switch,
+            0,
+            "the webhook's gate off: a changed storage report",
+        ),
         format!(
             "{} ({}); {}",
             answers(&writes),
@@ -751,8 +796,12 @@ async fn runtime_switch(
     let health = stored_volume_health(cluster, pod).await;
     let writes = kubelet_writes(cluster, mark, NODE, "pods", pod);
     let again = kubelet_writes(cluster, settled, NODE, "pods", pod);
-    cells.insert(
-        "switch 1: the webhook's gate off: a new pod's first report".to_owned(),
+    cells.answers.insert(
+        Row::new(
+            Subject::Switch,
+            1,
+            "the webhook's gate off: a new pod's first report",
+        ),
         format!(
             "{} ({}); {}",
             answers(&writes),
@@ -792,39 +841,21 @@ async fn the_real_kubelet_is_never_refused_by_the_default_install() {
     for install in Install::ALL {
         columns.push((install, measure(&mut phases, install).await));
     }
-    let mut rows: Vec<String> = Vec::new();
-    for (_, cells) in &columns {
-        for key in cells.keys().filter(|key| !key.starts_with("cost ")) {
-            if !rows.contains(key) {
-                rows.push(key.clone());
-            }
-        }
-    }
-    rows.sort_by_key(|key| {
-        let (kind, rest) = key.split_once(' ').unwrap_or((key, ""));
-        let index: usize = rest.split(':').next().unwrap_or("0").parse().unwrap_or(0);
-        (
-            ["pod", "storage", "switch"].iter().position(|k| *k == kind),
-            index,
-        )
-    });
+    let rows: std::collections::BTreeSet<Row> = columns
+        .iter()
+        .flat_map(|(_, cells)| cells.answers.keys().copied())
+        .collect();
     let mut table = String::new();
     write!(table, "| the driver answers | ").unwrap();
     let headings: Vec<&str> = columns.iter().map(|(i, _)| i.heading()).collect();
     writeln!(table, "{} |", headings.join(" | ")).unwrap();
     writeln!(table, "|---|{}", "---|".repeat(columns.len())).unwrap();
-    for key in &rows {
-        let (kind, rest) = key.split_once(' ').unwrap_or((key, ""));
-        let label = rest.split_once(": ").map_or(rest, |(_, label)| label);
-        let what = match kind {
-            "pod" => "a pod's volume",
-            "storage" => "the node's storage",
-            _ => "the runtime switch",
-        };
+    for row in &rows {
         let cells: Vec<&str> = columns
             .iter()
-            .map(|(_, cells)| cells.get(key).map_or("—", String::as_str))
+            .map(|(_, cells)| cells.answers.get(row).map_or("—", String::as_str))
             .collect();
+        let (what, label) = (row.subject.what(), row.label);
         writeln!(table, "| {what}: {label} | {} |", cells.join(" | ")).unwrap();
     }
     // What each repaired report costs, with the default install.
@@ -832,18 +863,8 @@ async fn the_real_kubelet_is_never_refused_by_the_default_install() {
         "| the driver answers (repaired) | sent again | each resend |\n|---|---|---|\n",
     );
     if let Some((_, cells)) = columns.iter().find(|(i, _)| *i == Install::Default) {
-        let mut keys: Vec<&String> = cells.keys().filter(|k| k.starts_with("cost ")).collect();
-        keys.sort_by_key(|key| key.starts_with("cost storage"));
-        for key in keys {
-            let rest = &key["cost ".len()..];
-            let (kind, rest) = rest.split_once(' ').unwrap_or((rest, ""));
-            let label = rest.split_once(": ").map_or(rest, |(_, label)| label);
-            let what = if kind == "pod" {
-                "a pod's volume"
-            } else {
-                "the node's storage"
-            };
-            let (rate, each) = cells[key].split_once("; ").unwrap_or((&cells[key], ""));
+        for (row, (rate, each)) in &cells.costs {
+            let (what, label) = (row.subject.what(), row.label);
             writeln!(costs, "| {what}: {label} | {rate} | {each} |").unwrap();
         }
     }

@@ -259,22 +259,9 @@ impl<'a> AdmissionRequest<'a> {
             pointer: repaired_pointer(resource),
             value,
             counts,
-            entries: distinct(entries),
+            entries,
         }))
     }
-}
-
-/// `names` without repeats, in order: an entry given twice is one driver or volume.
-fn distinct(mut names: Vec<String>) -> Vec<String> {
-    let mut seen = 0;
-    for i in 0..names.len() {
-        if !names[..seen].contains(&names[i]) {
-            names.swap(seen, i);
-            seen += 1;
-        }
-    }
-    names.truncate(seen);
-    names
 }
 
 /// Where the repaired list goes: a claim's conditions, a pod's or a CSINode's entries.

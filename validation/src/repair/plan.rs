@@ -277,11 +277,11 @@ impl Groups {
 fn report_entry(groups: &Groups, g: u32, i: usize, path: ListPath, sink: &mut Counted<'_>) -> bool {
     let group = &groups.groups[g as usize];
     if let Some(kind) = group.dropped {
-        sink.report(path.repair(path.entry(i), i, kind));
+        sink.report(path.entry_repair(i, kind));
         return false;
     }
     if group.first as usize != i {
-        sink.report(path.repair(path.entry(i), i, RepairKind::MergedEntry));
+        sink.report(path.entry_repair(i, RepairKind::MergedEntry));
     }
     true
 }
@@ -579,17 +579,18 @@ where
     Ok(Some(out))
 }
 
-/// The names of the entries at `indexes`, in that order: a few, for a log line that names
-/// the volume or the driver to fix. The walk stops at the last one.
+/// The names of the entries at `indexes`, in that order and each once (an entry given twice
+/// is one volume or driver): a few, for a log line that names what to fix. The walk stops at
+/// the last one.
 pub(crate) fn entry_names<'a, T>(list: &RawList<'a, T>, indexes: &[usize]) -> Vec<String>
 where
     T: serde::Deserialize<'a> + crate::decode::Fingerprinted + Entry,
 {
-    let mut names = vec![String::new(); indexes.len()];
+    let mut at = vec![String::new(); indexes.len()];
     let last = indexes.iter().copied().max();
     list.walk(|i, entry| {
-        for (k, _) in indexes.iter().enumerate().filter(|(_, at)| **at == i) {
-            names[k] = entry.name().to_owned();
+        if let Some(k) = indexes.iter().position(|&j| j == i) {
+            at[k] = entry.name().to_owned();
         }
         if Some(i) >= last {
             Walk::Stop
@@ -597,6 +598,12 @@ where
             Walk::Next
         }
     });
+    let mut names: Vec<String> = Vec::with_capacity(at.len());
+    for name in at {
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
     names
 }
 

@@ -75,6 +75,11 @@ impl ListPath {
         Repair { path, entry, kind }
     }
 
+    /// A repair of entry `entry` itself.
+    pub(crate) fn entry_repair(self, entry: usize, kind: RepairKind) -> Repair {
+        self.repair(self.entry(entry), entry, kind)
+    }
+
     /// A repair of the condition at `at`.
     pub(crate) fn condition_repair(self, at: Origin, kind: RepairKind) -> Repair {
         self.repair(self.condition(at), at.entry, kind)
