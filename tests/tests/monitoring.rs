@@ -319,6 +319,8 @@ async fn scrape_a_running_server() -> String {
         // The repair counters exist only with it, created at 0 so that the first repair is
         // an increase.
         "--repair",
+        // Repair is of what validation refuses, which it checks with the gate on.
+        "--feature-gates=CSIVolumeHealth=true",
     ])
     .expect("flags parse");
     #[allow(unreachable_patterns)] // `serve` may not stay the only subcommand.
@@ -332,11 +334,22 @@ async fn scrape_a_running_server() -> String {
         server.generated_ca().expect("a generated CA").to_owned(),
     );
     let review = fs::read(repository().join("examples/pod-status-review.json")).expect("example");
+    // A CSINode report repaired (a message past 1024 bytes, cut), so that the series naming
+    // its driver exists.
+    let mut node: serde_json::Value = serde_json::from_slice(
+        &fs::read(repository().join("examples/csinode-status-review.json")).expect("example"),
+    )
+    .expect("JSON");
+    node["request"]["object"]["status"] = serde_json::json!({"storageHealth": [
+        {"name": "csi.example.com", "healthConditions": [
+            {"status": "StorageDegraded", "reason": "PoolFull", "message": "x".repeat(1025)}]}]});
+    let node = serde_json::to_vec(&node).expect("serializes");
     let health = server.health_addr();
     let running = tokio::spawn(server.run(Shutdown::new()));
     for (path, body, status) in [
         ("/validate", &review[..], "200"),
         ("/mutate", &review[..], "200"),
+        ("/mutate", &node[..], "200"),
         ("/validate", b"not a review", "400"),
     ] {
         let answer = post(secure, &ca, path, body).await;
@@ -388,6 +401,22 @@ async fn every_metric_queried_is_exported_by_a_running_server() {
             )
         })
         .collect();
+    // An annotation may query too (the repairs alert lists the drivers): its metric names.
+    for rule in rules() {
+        let annotations = rule["annotations"].as_object().into_iter().flatten();
+        for (key, text) in annotations {
+            let text = text.as_str().unwrap_or_default();
+            for name in text
+                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .filter(|word| word.starts_with(volume_health_webhooks::metrics::PREFIX))
+            {
+                queries.push((
+                    format!("rule {} {key}", rule["alert"].as_str().unwrap_or("?")),
+                    name.to_owned(),
+                ));
+            }
+        }
+    }
     for panel in dashboard()["panels"].as_array().expect("panels") {
         for target in panel["targets"].as_array().expect("targets") {
             queries.push((

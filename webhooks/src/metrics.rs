@@ -1,11 +1,12 @@
 //! Prometheus metrics: requests by endpoint, resource, operation and decision; latency per
 //! endpoint and decision; the serving certificate's expiry and reloads; the build; reviews
-//! that field validation refuses, by resource and enforcement action; and the standard
-//! `process_*` metrics.
+//! that field validation refuses, by resource and enforcement action; repairs, by kind and
+//! by the driver to fix; and the standard `process_*` metrics.
 
-use std::sync::Arc;
+use std::collections::BTreeSet;
 use std::sync::atomic::AtomicU64;
-use std::time::Duration;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
@@ -53,6 +54,19 @@ struct RepairLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DriverLabels {
+    resource: &'static str,
+    driver: String,
+}
+
+/// How many drivers get a series of their own; later ones share [`OTHER_DRIVERS`]. Any kubelet
+/// names the drivers of its CSINode, so the number of series must not be its choice.
+pub const NAMED_DRIVERS: usize = 64;
+
+/// The `driver` label of the drivers past [`NAMED_DRIVERS`]: no driver name has parentheses.
+pub const OTHER_DRIVERS: &str = "(other)";
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResultLabels {
     result: &'static str,
 }
@@ -76,6 +90,9 @@ struct Inner {
     cert_expiry: Gauge<f64, AtomicU64>,
     violations: Family<ViolationLabels, Counter>,
     repairs: Family<RepairLabels, Counter>,
+    driver_repairs: Family<DriverLabels, Gauge<f64, AtomicU64>>,
+    /// The drivers that have a series of their own.
+    drivers: Mutex<BTreeSet<String>>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -150,6 +167,15 @@ impl Metrics {
              stored, by resource and kind of repair",
             repairs.clone(),
         );
+        // A gauge of when, not a counter: a driver's series appears at its first repair, and
+        // a counter's first sample is no increase, so an alert would miss a driver repaired once.
+        let driver_repairs = Family::<DriverLabels, Gauge<f64, AtomicU64>>::default();
+        registry.register(
+            "driver_last_repair_timestamp_seconds",
+            "When /mutate last repaired a report of a CSI driver the object names (a CSINode's \
+             entry), by resource and driver, in seconds since the Unix epoch",
+            driver_repairs.clone(),
+        );
         Metrics {
             inner: Arc::new(Inner {
                 registry: root,
@@ -159,6 +185,8 @@ impl Metrics {
                 cert_expiry,
                 violations,
                 repairs,
+                driver_repairs,
+                drivers: Mutex::default(),
             }),
         }
     }
@@ -248,6 +276,33 @@ impl Metrics {
             .repairs
             .get_or_create(&RepairLabels { resource, repair })
             .inc_by(count);
+    }
+
+    /// Records that a report of `driver` was repaired on a review of `resource`, now. `driver`
+    /// must be a CSI driver name (it is a label value as given); past [`NAMED_DRIVERS`]
+    /// drivers, it counts as [`OTHER_DRIVERS`].
+    pub fn driver_repaired(&self, resource: &'static str, driver: &str) {
+        let driver = {
+            let mut named = self
+                .inner
+                .drivers
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if named.contains(driver) || named.len() < NAMED_DRIVERS {
+                named.insert(driver.to_owned());
+                driver.to_owned()
+            } else {
+                OTHER_DRIVERS.to_owned()
+            }
+        };
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs_f64();
+        self.inner
+            .driver_repairs
+            .get_or_create(&DriverLabels { resource, driver })
+            .set(now);
     }
 
     /// The Prometheus text exposition.
@@ -477,5 +532,41 @@ mod tests {
             assert!(text.contains(line), "missing {line}\n{text}");
         }
         assert_eq!(text.matches("violations_total{").count(), 2, "{text}");
+    }
+
+    /// Each driver has its series with the time of its last repair, up to the cap; the
+    /// rest share one, whatever names a kubelet makes up.
+    #[test]
+    fn drivers_repaired_are_named_up_to_the_cap() {
+        let metrics = Metrics::new();
+        let before = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .expect("after 1970")
+            .as_secs_f64();
+        for i in 0..NAMED_DRIVERS + 10 {
+            metrics.driver_repaired("csinodes", &format!("d{i}.example.com"));
+        }
+        // A driver named before the cap keeps its own series.
+        metrics.driver_repaired("csinodes", "d0.example.com");
+        let text = metrics.encode();
+        let series = |driver: &str| {
+            format!(
+                r#"volume_health_webhook_driver_last_repair_timestamp_seconds{{resource="csinodes",driver="{driver}"}}"#
+            )
+        };
+        for driver in ["d0.example.com", "d63.example.com", OTHER_DRIVERS] {
+            let when = sample(&text, &series(driver)).unwrap_or_else(|| panic!("{driver}\n{text}"));
+            assert!(
+                when >= before.floor() && when < before + 3600.0,
+                "{driver}: {when}"
+            );
+        }
+        assert_eq!(sample(&text, &series("d64.example.com")), None, "{text}");
+        assert_eq!(
+            text.matches("driver_last_repair_timestamp_seconds{")
+                .count(),
+            NAMED_DRIVERS + 1,
+            "{text}"
+        );
     }
 }

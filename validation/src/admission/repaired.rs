@@ -7,6 +7,7 @@ use serde_json::value::RawValue;
 use super::{AdmissionRequest, DecodeError, Settings, Verdict};
 use crate::repair::{Repair, plan};
 use crate::resource::HealthResource;
+use crate::rules::names::is_csi_driver_name;
 
 /// The most paths one kind of repair names in its warning; the rest are counted.
 pub const PATHS_PER_WARNING: usize = 5;
@@ -98,6 +99,18 @@ impl Repaired {
     /// report is a driver to fix, and these name it.
     pub fn entries(&self) -> &[String] {
         &self.entries
+    }
+
+    /// The CSI drivers whose reports were repaired, as far as the object names them: a
+    /// CSINode's entries are its drivers (an entry whose name is not a driver name is left out,
+    /// so each is safe to use as a metric label). A pod's entry is a volume and a claim has no
+    /// entries; their driver is the PersistentVolume's, which only the API knows.
+    pub fn drivers(&self) -> impl Iterator<Item = &str> {
+        let named = matches!(self.resource, HealthResource::CsiNodes);
+        self.entries
+            .iter()
+            .map(String::as_str)
+            .filter(move |name| named && is_csi_driver_name(name))
     }
 
     /// How many repairs in all.
@@ -342,7 +355,8 @@ mod tests {
     }
 
     /// What each repaired write names: the entries with a repair, in the order of their first
-    /// repair, each once, at most `NAMED_ENTRIES`; none for a claim.
+    /// repair, each once, at most `NAMED_ENTRIES`; none for a claim. The drivers are a
+    /// CSINode's entries that are driver names, and none of a pod's or a claim's.
     #[test]
     fn a_repair_names_the_entries_it_repaired() {
         let duplicate = r#"[{"status": "Degraded", "reason": "Slow"}, {"status": "Degraded", "reason": "Slow"}]"#;
@@ -362,7 +376,8 @@ mod tests {
         let many: Vec<String> = (0..8)
             .map(|i| storage(&format!("d{i}.example.com"), duplicate))
             .collect();
-        let cases: Vec<(&str, String, Vec<&str>)> = vec![
+        // (what, review, entries, drivers)
+        let cases: Vec<(&str, String, Vec<&str>, Vec<&str>)> = vec![
             (
                 "one driver of three",
                 status_write(
@@ -376,6 +391,22 @@ mod tests {
                     ),
                     "",
                 ),
+                vec!["b.example.com"],
+                vec!["b.example.com"],
+            ),
+            (
+                "an entry whose name is no driver's is dropped, named, and no driver",
+                status_write(
+                    "csinodes",
+                    "storage.k8s.io",
+                    &format!(
+                        r#"{{"storageHealth": [{}, {}]}}"#,
+                        storage("not a driver!", fine),
+                        storage("b.example.com", duplicate),
+                    ),
+                    "",
+                ),
+                vec!["not a driver!", "b.example.com"],
                 vec!["b.example.com"],
             ),
             (
@@ -391,6 +422,7 @@ mod tests {
                     "",
                 ),
                 vec!["a.example.com"],
+                vec!["a.example.com"],
             ),
             (
                 "the first few of many",
@@ -400,6 +432,13 @@ mod tests {
                     &format!(r#"{{"storageHealth": [{}]}}"#, many.join(",")),
                     "",
                 ),
+                vec![
+                    "d0.example.com",
+                    "d1.example.com",
+                    "d2.example.com",
+                    "d3.example.com",
+                    "d4.example.com",
+                ],
                 vec![
                     "d0.example.com",
                     "d1.example.com",
@@ -422,6 +461,7 @@ mod tests {
                     &pod_spec,
                 ),
                 vec!["v1"],
+                vec![],
             ),
             (
                 "a claim has no entries",
@@ -438,16 +478,18 @@ mod tests {
                 )
                 .replace(r#"["system:nodes"]"#, "[]"),
                 vec![],
+                vec![],
             ),
         ];
         let settings = Settings::with_gate(true);
-        for (what, review, want) in cases {
+        for (what, review, want, drivers) in cases {
             let request = AdmissionReview::parse(&review).unwrap().request;
             let repaired = request
                 .repair(&settings)
                 .unwrap()
                 .unwrap_or_else(|| panic!("{what}: not repaired"));
             assert_eq!(repaired.entries(), want.as_slice(), "{what}");
+            assert_eq!(repaired.drivers().collect::<Vec<_>>(), drivers, "{what}");
             assert!(want.len() <= super::NAMED_ENTRIES, "{what}");
         }
     }

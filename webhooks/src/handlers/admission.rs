@@ -193,6 +193,9 @@ fn repair<'b>(state: &WebhookState, request: AdmissionRequest<'b>) -> AdmissionR
             .metrics
             .repaired(resource, kind.label, kind.count as u64);
     }
+    for driver in repaired.drivers() {
+        state.metrics.driver_repaired(resource, driver);
+    }
     let (key, summary) = repaired.audit_annotation();
     // The writer and the entries are named: a repaired report is a driver or a sidecar to fix,
     // and a CSINode's entry is its driver, a pod's its volume.
