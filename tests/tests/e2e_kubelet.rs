@@ -25,7 +25,8 @@ use std::time::{Duration, Instant};
 use hyper::Method;
 use serde_json::{Value, json};
 use volume_health_tests::cluster::{
-    Cluster, ControlPlane, HollowNode, Identity, KUBELET_PROBE_PERIOD, bin_dir, create_namespace,
+    AuditMark, Cluster, ControlPlane, HollowNode, Identity, KUBELET_PROBE_PERIOD, StatusWrite,
+    bin_dir, create_namespace,
 };
 use volume_health_tests::phases::Phases;
 
@@ -213,80 +214,40 @@ fn storage_answers() -> Vec<(&'static str, Vec<Value>)> {
     ]
 }
 
-/// One kubelet write, as the audit log holds it.
-#[derive(Clone, Debug)]
-struct Written {
-    code: i64,
-    message: String,
-    repaired: bool,
-}
-
-impl Written {
-    /// Refused by one of this project's webhooks (or for want of one).
-    fn by_webhook(&self) -> bool {
-        self.message.contains("admission webhook")
+/// How an audited write reads in the table: `200`, `200 repaired`, `422 in-tree`, `403 webhook`.
+fn answer(write: &StatusWrite) -> String {
+    match (write.code, write.by_webhook()) {
+        (200 | 201, _) if write.repaired => "200 repaired".to_owned(),
+        (200 | 201, _) => "200".to_owned(),
+        (code, true) => format!("{code} webhook"),
+        (code, false) => format!("{code} in-tree"),
     }
-
-    fn answer(&self) -> String {
-        match (self.code, self.by_webhook()) {
-            (200 | 201, _) if self.repaired => "200 repaired".to_owned(),
-            (200 | 201, _) => "200".to_owned(),
-            (code, true) => format!("{code} webhook"),
-            (code, false) => format!("{code} in-tree"),
-        }
-    }
-}
-
-/// How many lines the audit log has: a mark to read the writes after.
-fn audit_mark(cluster: &Cluster) -> usize {
-    std::fs::read_to_string(cluster.audit_log())
-        .unwrap_or_default()
-        .lines()
-        .count()
 }
 
 /// The status writes of `resource`/`name` by `node`'s kubelet after `mark`, in order.
 fn kubelet_writes(
     cluster: &Cluster,
-    mark: usize,
+    mark: AuditMark,
     node: &str,
     resource: &str,
     name: &str,
-) -> Vec<Written> {
-    let user = format!("system:node:{node}");
-    std::fs::read_to_string(cluster.audit_log())
+) -> Vec<StatusWrite> {
+    cluster
+        .status_writes(mark)
         .unwrap_or_default()
-        .lines()
-        .skip(mark)
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .filter(|event| {
-            event["stage"] == "ResponseComplete"
-                && event["user"]["username"] == user.as_str()
-                && event["objectRef"]["resource"] == resource
-                && event["objectRef"]["subresource"] == "status"
-                && event["objectRef"]["name"] == name
-        })
-        .map(|event| Written {
-            code: event["responseStatus"]["code"].as_i64().unwrap_or(0),
-            message: event["responseStatus"]["message"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned(),
-            repaired: event["annotations"]
-                .as_object()
-                .is_some_and(|a| a.keys().any(|k| k.ends_with("/repairs"))),
-        })
+        .into_iter()
+        .filter(|w| w.by_node(node) && w.resource == resource && w.name == name)
         .collect()
 }
 
 /// "`200` ×2, `422 in-tree` ×1": each distinct answer, in order of first appearance.
-fn answers(writes: &[Written]) -> String {
+fn answers(writes: &[StatusWrite]) -> String {
     if writes.is_empty() {
         return "no write".to_owned();
     }
     let mut counted: Vec<(String, usize)> = Vec::new();
     for write in writes {
-        let answer = write.answer();
+        let answer = answer(write);
         match counted.iter_mut().find(|(a, _)| *a == answer) {
             Some((_, n)) => *n += 1,
             None => counted.push((answer, 1)),
@@ -520,7 +481,7 @@ async fn measure(phases: &mut Phases, install: Install) -> Cells {
         .after(&first)
         .run(async {
             let reviews = plane.reviews().await.unwrap_or(0.0);
-            let mark = audit_mark(cluster);
+            let mark = cluster.audit_mark();
             tokio::time::sleep(Duration::from_secs(12)).await;
             let mut writes = kubelet_writes(cluster, mark, NODE, "csinodes", NODE).len();
             for row in 0..pods.len() {
@@ -540,7 +501,7 @@ async fn measure(phases: &mut Phases, install: Install) -> Cells {
         .after(&first)
         .timeout(Duration::from_secs(180))
         .run(async {
-            let mark = audit_mark(cluster);
+            let mark = cluster.audit_mark();
             for (row, (_, answer)) in pods.iter().enumerate() {
                 volumes.insert(handle(row), answer.clone());
             }
@@ -566,7 +527,7 @@ async fn measure(phases: &mut Phases, install: Install) -> Cells {
                     answers(&all),
                     again
                 );
-                if all.iter().any(Written::by_webhook) {
+                if all.iter().any(StatusWrite::by_webhook) {
                     refused.push(format!("{label}: {}", answers(&all)));
                 }
                 if install.repairs() && all.iter().any(|w| w.code != 200) {
@@ -639,6 +600,9 @@ async fn measure(phases: &mut Phases, install: Install) -> Cells {
         .after(&first)
         .timeout(Duration::from_secs(180))
         .run(async {
+            let began = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)?
+                .as_secs_f64();
             let mut refused = Vec::new();
             for (row, (label, answer)) in storage_answers().iter().enumerate() {
                 // Each answer after the same valid report, once the last answer's writes are
@@ -650,7 +614,7 @@ async fn measure(phases: &mut Phases, install: Install) -> Cells {
                 .await
                 .ok_or_else(|| anyhow::anyhow!("{STORAGE}: the valid report was not stored"))?;
                 tokio::time::sleep(QUIET).await;
-                let mark = audit_mark(cluster);
+                let mark = cluster.audit_mark();
                 node.answer(STORAGE, &json!({"storage": answer}))?;
                 tokio::time::sleep(SETTLE).await;
                 let csinode = format!("/apis/storage.k8s.io/v1/csinodes/{NODE}");
@@ -666,7 +630,7 @@ async fn measure(phases: &mut Phases, install: Install) -> Cells {
                     answers(&all),
                     again
                 );
-                if all.iter().any(Written::by_webhook) {
+                if all.iter().any(StatusWrite::by_webhook) {
                     refused.push(format!("{label}: {}", answers(&all)));
                 }
                 let key = Row::new(Subject::Storage, row, label);
@@ -688,6 +652,21 @@ async fn measure(phases: &mut Phases, install: Install) -> Cells {
                 refused.is_empty(),
                 "kubelet writes refused by the webhooks: {refused:#?}"
             );
+            // A repaired report names its driver for the repairs alert.
+            if install.repairs() {
+                let driver = format!(r#"driver="{STORAGE}""#);
+                let repaired_at = plane
+                    .admission
+                    .metric(
+                        "volume_health_webhook_driver_last_repair_timestamp_seconds",
+                        &[r#"resource="csinodes""#, &driver],
+                    )
+                    .await?;
+                anyhow::ensure!(
+                    repaired_at >= began.floor(),
+                    "{STORAGE}'s repairs are not in the metric ({repaired_at}, phase began {began})"
+                );
+            }
             node.check_running()?;
             anyhow::Ok(())
         })
@@ -699,7 +678,7 @@ async fn measure(phases: &mut Phases, install: Install) -> Cells {
             .after(&first)
             .run(async {
                 let other = HollowNode::start(cluster, &bin_dir()?, OTHER_NODE, &[VOLUMES]).await?;
-                let mark = audit_mark(cluster);
+                let mark = cluster.audit_mark();
                 other.answer(VOLUMES, &json!({"storage": valid_storage("Node2Pool")}))?;
                 node.answer(VOLUMES, &json!({"storage": valid_storage("Node1Pool")}))?;
                 wait_for(Duration::from_secs(10), || async {
@@ -712,7 +691,7 @@ async fn measure(phases: &mut Phases, install: Install) -> Cells {
                 .ok_or_else(|| {
                     anyhow::anyhow!("each node's report was not stored on its own CSINode")
                 })?;
-                let writes: Vec<Written> = [
+                let writes: Vec<StatusWrite> = [
                     (NODE, NODE),
                     (OTHER_NODE, OTHER_NODE),
                     (NODE, OTHER_NODE),
@@ -753,7 +732,7 @@ async fn runtime_switch(
 ) -> anyhow::Result<()> {
     plane.set_webhook(false, &[]).await?;
     let cluster = &plane.cluster;
-    let mark = audit_mark(cluster);
+    let mark = cluster.audit_mark();
     let (pod, volume) = ("switched", "vol-switched");
     node.answer(
         VOLUMES,
@@ -767,7 +746,7 @@ async fn runtime_switch(
     .await
     .ok_or_else(|| anyhow::anyhow!("{pod}: not Running"))?;
     tokio::time::sleep(SETTLE).await;
-    let settled = audit_mark(cluster);
+    let settled = cluster.audit_mark();
     tokio::time::sleep(POD_WINDOW).await;
     let stored = |value: &Value| {
         if value.is_null() {

@@ -74,6 +74,17 @@ impl Api {
         Ok((status, body))
     }
 
+    /// A GET as the admin; answers the status code and the body as text (`/metrics`).
+    pub async fn get_text(&self, path: &str) -> Result<(u16, String)> {
+        let tcp = TcpStream::connect(self.addr).await?;
+        let tls = self
+            .tls
+            .connect(ServerName::IpAddress(self.addr.ip().into()), tcp)
+            .await?;
+        let (status, body) = exchange_bytes(tls, Method::GET, path, None, &[]).await?;
+        Ok((status, String::from_utf8_lossy(&body).into_owned()))
+    }
+
     /// As [`send`](Self::send), with the values of the answer's `Warning` headers.
     pub async fn send_warned(
         &self,

@@ -1,7 +1,7 @@
 //! The v1.37.2 kubelet as a writer: kubemark's hollow kubelet (`hollowkubelet`, built by
 //! `tests/e2e/tools/build.sh` from kube-apiserver's module) with the `CSIVolumeHealth` gate on,
-//! and one mock CSI node plugin (`mockcsi`) per driver, whose health answers a test rewrites
-//! while the kubelet probes them. The kubelet authenticates as `system:node:<name>`, so the
+//! and mock CSI node plugins (`mockcsi`) whose health answers a test rewrites while the kubelet
+//! probes them: one per driver for a [`HollowNode`], one for every node of a [`HollowFleet`]. The kubelet authenticates as `system:node:<name>`, so the
 //! Node authorizer, NodeRestriction and the shipped authorizer apply to it as to a real one.
 //! What it writes is the kubelet's own code: the status manager's pod status patches, the
 //! volume health manager's probes and the CSINode manager's status updates.
@@ -38,7 +38,6 @@ pub struct HollowNode {
     kubelet: Option<Process>,
     drivers: Vec<Driver>,
     kubeconfig: PathBuf,
-    bin: PathBuf,
     logs: PathBuf,
     // Unix socket paths must stay under 108 bytes: a directory of its own under /tmp, not the
     // cluster's. Dropped last.
@@ -65,33 +64,27 @@ impl HollowNode {
             kubelet: None,
             drivers: Vec::new(),
             kubeconfig: cluster.kubeconfig(Identity::Node(name))?,
-            bin: bin.to_owned(),
             logs: cluster.dir().to_owned(),
             root,
         };
-        node.start_kubelet()?;
+        node.kubelet = Some(start_kubelet(
+            bin,
+            &node.logs,
+            &node.kubeconfig,
+            name,
+            node.root.path(),
+            KUBELET_PROBE_PERIOD,
+        )?);
         for driver in drivers {
             let health = node.root.path().join(format!("{driver}.json"));
-            let process = Process::start(
-                &format!("mockcsi-{name}-{driver}"),
+            let process = start_driver(
+                bin,
                 &node.logs,
-                Command::new(bin.join("mockcsi"))
-                    .arg(format!("--name={driver}"))
-                    .arg(format!("--node-id={name}"))
-                    .arg(format!(
-                        "--endpoint={}",
-                        node.root
-                            .path()
-                            .join("plugins")
-                            .join(driver)
-                            .join("csi.sock")
-                            .display()
-                    ))
-                    .arg(format!(
-                        "--registry={}",
-                        node.root.path().join("plugins_registry").display()
-                    ))
-                    .arg(format!("--health={}", health.display())),
+                &format!("mockcsi-{name}-{driver}"),
+                driver,
+                &[(name, node.root.path())],
+                &health,
+                None,
             )?;
             node.drivers.push(Driver {
                 name: (*driver).to_owned(),
@@ -101,25 +94,6 @@ impl HollowNode {
         }
         node.wait_ready(cluster).await?;
         Ok(node)
-    }
-
-    fn start_kubelet(&mut self) -> Result<()> {
-        let process = Process::start(
-            &format!("kubelet-{}", self.name),
-            &self.logs,
-            Command::new(self.bin.join("hollowkubelet"))
-                .arg(format!("--kubeconfig={}", self.kubeconfig.display()))
-                .arg(format!("--name={}", self.name))
-                .arg(format!("--root-dir={}", self.root.path().display()))
-                .arg(format!(
-                    "--probe-period={}ms",
-                    KUBELET_PROBE_PERIOD.as_millis()
-                ))
-                // The volume and CSINode managers' lines, not every sync.
-                .arg("--v=2"),
-        )?;
-        self.kubelet = Some(process);
-        Ok(())
     }
 
     /// The last lines of the kubelet's and each driver's logs, for a failed test.
@@ -156,14 +130,7 @@ impl HollowNode {
                     None,
                 )
                 .await?;
-            let ready = code == 200
-                && node["status"]["conditions"]
-                    .as_array()
-                    .is_some_and(|conditions| {
-                        conditions
-                            .iter()
-                            .any(|c| c["type"] == "Ready" && c["status"] == "True")
-                    });
+            let ready = code == 200 && is_ready(&node);
             let (code, csinode) = cluster
                 .api
                 .send(
@@ -173,12 +140,8 @@ impl HollowNode {
                     None,
                 )
                 .await?;
-            let registered = code == 200
-                && self.drivers.iter().all(|driver| {
-                    csinode["spec"]["drivers"].as_array().is_some_and(|listed| {
-                        listed.iter().any(|d| d["name"] == driver.name.as_str())
-                    })
-                });
+            let registered =
+                code == 200 && lists_drivers(&csinode, self.drivers.iter().map(|d| &*d.name));
             if ready && registered {
                 return Ok(());
             }
@@ -203,16 +166,10 @@ impl HollowNode {
             .iter()
             .find(|d| d.name == driver)
             .with_context(|| format!("node {} has no driver {driver}", self.name))?;
-        let partial = driver.health.with_extension("json.new");
-        std::fs::write(&partial, answers.to_string())?;
-        std::fs::rename(&partial, &driver.health)?;
-        Ok(())
+        write_answers(&driver.health, answers)
     }
 
-    /// Creates claim `claim` in `namespace`, bound to a new volume of `driver` whose handle is
-    /// `handle`, and pod `pod` on this node mounting it as volume `vol` (the kubelet mounts, and
-    /// probes, only a volume a container mounts). No controller runs:
-    /// the claim's status and the volume's claim reference are set as the binder would.
+    /// [`create_pod`] on this node.
     pub async fn create_pod(
         &self,
         cluster: &Cluster,
@@ -221,76 +178,348 @@ impl HollowNode {
         driver: &str,
         handle: &str,
     ) -> Result<()> {
-        let api = &cluster.api;
-        let claim = format!("{pod}-data");
-        let volume = format!("pv-{namespace}-{pod}");
-        let claims = format!("/api/v1/namespaces/{namespace}/persistentvolumeclaims");
-        let created = expect(
-            api.send(
-                Method::POST,
-                &claims,
-                Some(&json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-                    "metadata": {"name": claim},
-                    "spec": {"accessModes": ["ReadWriteOnce"], "volumeName": volume,
-                        "storageClassName": "",
-                        "resources": {"requests": {"storage": "1Gi"}}}})),
-                None,
-            )
-            .await?,
-            201,
-            "creating the claim",
-        )?;
-        expect(
-            api.send(
-                Method::POST,
-                "/api/v1/persistentvolumes",
-                Some(&json!({"apiVersion": "v1", "kind": "PersistentVolume",
-                    "metadata": {"name": volume},
-                    "spec": {"accessModes": ["ReadWriteOnce"], "capacity": {"storage": "1Gi"},
-                        "storageClassName": "",
-                        "csi": {"driver": driver, "volumeHandle": handle},
-                        "claimRef": {"namespace": namespace, "name": claim,
-                            "uid": created["metadata"]["uid"]}}})),
-                None,
-            )
-            .await?,
-            201,
-            "creating the volume",
-        )?;
-        let mut bound = created;
-        bound["status"] = json!({"phase": "Bound", "accessModes": ["ReadWriteOnce"],
-            "capacity": {"storage": "1Gi"}});
-        expect(
-            api.send(
-                Method::PUT,
-                &format!("{claims}/{claim}/status"),
-                Some(&bound),
-                None,
-            )
-            .await?,
-            200,
-            "binding the claim",
-        )?;
-        expect(
-            api.send(
-                Method::POST,
-                &format!("/api/v1/namespaces/{namespace}/pods"),
-                Some(
-                    &json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod},
-                    "spec": {"nodeName": self.name, "terminationGracePeriodSeconds": 1,
-                        "containers": [{"name": "app", "image": "registry.example/app:1",
-                            "volumeMounts": [{"name": "vol", "mountPath": "/data"}]}],
-                        "volumes": [{"name": "vol",
-                            "persistentVolumeClaim": {"claimName": claim}}]}}),
-                ),
-                None,
-            )
-            .await?,
-            201,
-            "creating the pod",
-        )?;
-        Ok(())
+        create_pod(cluster, &self.name, namespace, pod, driver, handle).await
     }
+}
+
+/// The first answer of a labelled set to one node's storage or one volume.
+#[derive(Clone, Debug)]
+pub struct Served {
+    /// The node asked.
+    pub node: String,
+    /// The volume's handle; empty for the node's storage.
+    pub volume: String,
+    /// When.
+    pub at: k8s_openapi::jiff::Timestamp,
+}
+
+/// How many kubelets of a fleet start together: each start costs a burst of CPU (registration,
+/// the first status of the node and of its pods), which a 2-core machine takes in turns.
+const FLEET_BATCH: usize = 10;
+
+/// Many hollow nodes with one driver, all of whose node plugins one mock process serves (one
+/// driver's node plugin would run on each node): the nodes of a scale test.
+pub struct HollowFleet {
+    /// The nodes' names, in order.
+    pub names: Vec<String>,
+    driver: String,
+    health: PathBuf,
+    served: PathBuf,
+    // Dropped in this order: the kubelets, then the driver, then their directories.
+    kubelets: Vec<Process>,
+    plugin: Process,
+    roots: Vec<tempfile::TempDir>,
+    _answers: tempfile::TempDir,
+}
+
+impl HollowFleet {
+    /// Starts `count` kubelets named `<prefix>-<i>` against `cluster`, probing every `probe`,
+    /// and one mock plugin of `driver` for all of them answering `answers`, in batches, and
+    /// waits until every node is Ready with the driver registered (within `ready` a batch).
+    pub async fn start(
+        cluster: &Cluster,
+        bin: &Path,
+        prefix: &str,
+        count: usize,
+        driver: &str,
+        probe: Duration,
+        answers: &Value,
+    ) -> Result<Self> {
+        create_csi_driver(cluster, driver).await?;
+        let names: Vec<String> = (0..count).map(|i| format!("{prefix}-{i}")).collect();
+        let dir = tempfile::Builder::new().prefix("vhf").tempdir_in("/tmp")?;
+        let health = dir.path().join(format!("{driver}.json"));
+        let served = dir.path().join("served.jsonl");
+        write_answers(&health, answers)?;
+        let roots = (0..count)
+            .map(|_| tempfile::Builder::new().prefix("vhk").tempdir_in("/tmp"))
+            .collect::<std::io::Result<Vec<_>>>()?;
+        let nodes: Vec<(&str, &Path)> = names
+            .iter()
+            .map(String::as_str)
+            .zip(roots.iter().map(tempfile::TempDir::path))
+            .collect();
+        let plugin = start_driver(
+            bin,
+            cluster.dir(),
+            &format!("mockcsi-{prefix}-{driver}"),
+            driver,
+            &nodes,
+            &health,
+            Some(&served),
+        )?;
+        let mut fleet = HollowFleet {
+            names: names.clone(),
+            driver: driver.to_owned(),
+            health,
+            served,
+            kubelets: Vec::with_capacity(count),
+            plugin,
+            roots,
+            _answers: dir,
+        };
+        for batch in names.chunks(FLEET_BATCH) {
+            for name in batch {
+                let root = fleet.roots[fleet.kubelets.len()].path().to_owned();
+                let kubeconfig = cluster.kubeconfig(Identity::Node(name))?;
+                fleet.kubelets.push(start_kubelet(
+                    bin,
+                    cluster.dir(),
+                    &kubeconfig,
+                    name,
+                    &root,
+                    probe,
+                )?);
+            }
+            fleet.wait_ready(cluster, fleet.kubelets.len()).await?;
+        }
+        Ok(fleet)
+    }
+
+    /// Waits until the first `started` nodes are Ready with the driver registered.
+    async fn wait_ready(&mut self, cluster: &Cluster, started: usize) -> Result<()> {
+        let give_up = Instant::now() + READY_TIMEOUT;
+        loop {
+            self.check_running()?;
+            let (_, nodes) = cluster
+                .api
+                .send(Method::GET, "/api/v1/nodes", None, None)
+                .await?;
+            let (_, csinodes) = cluster
+                .api
+                .send(Method::GET, "/apis/storage.k8s.io/v1/csinodes", None, None)
+                .await?;
+            let by_name = |list: &Value, name: &str| {
+                list["items"]
+                    .as_array()
+                    .and_then(|items| {
+                        items
+                            .iter()
+                            .find(|item| item["metadata"]["name"] == name)
+                            .cloned()
+                    })
+                    .unwrap_or(Value::Null)
+            };
+            let waiting: Vec<&String> = self.names[..started]
+                .iter()
+                .filter(|name| {
+                    !is_ready(&by_name(&nodes, name))
+                        || !lists_drivers(&by_name(&csinodes, name), [&*self.driver].into_iter())
+                })
+                .collect();
+            if waiting.is_empty() {
+                return Ok(());
+            }
+            if Instant::now() > give_up {
+                bail!(
+                    "{} nodes not Ready with {} registered after {READY_TIMEOUT:?}: {waiting:?}",
+                    waiting.len(),
+                    self.driver
+                );
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+
+    /// Sets what the driver answers on every node from now on (see [`HollowNode::answer`]),
+    /// with a `"label"` that [`served`](Self::served) finds.
+    pub fn answer(&self, answers: &Value) -> Result<()> {
+        write_answers(&self.health, answers)
+    }
+
+    /// When each node's storage and each volume was first answered from the answers labelled
+    /// `label`: the moment its kubelet learned of them.
+    pub fn served(&self, label: &str) -> Result<Vec<Served>> {
+        let text = std::fs::read_to_string(&self.served).unwrap_or_default();
+        Ok(text
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .filter(|line| line["label"] == label)
+            .filter_map(|line| {
+                Some(Served {
+                    node: line["node"].as_str()?.to_owned(),
+                    volume: line["volume"].as_str()?.to_owned(),
+                    at: line["at"].as_str()?.parse().ok()?,
+                })
+            })
+            .collect())
+    }
+
+    /// Fails when a kubelet or the driver exited.
+    pub fn check_running(&mut self) -> Result<()> {
+        for kubelet in &mut self.kubelets {
+            kubelet.check_running()?;
+        }
+        self.plugin.check_running()
+    }
+
+    /// The process IDs of the kubelets, for their CPU and memory.
+    pub fn kubelet_pids(&self) -> Vec<u32> {
+        self.kubelets.iter().map(Process::pid).collect()
+    }
+
+    /// The driver's log's last lines, for a failed test.
+    pub fn tail(&self) -> String {
+        self.plugin.tail()
+    }
+}
+
+/// Creates claim `claim` in `namespace`, bound to a new volume of `driver` whose handle is
+/// `handle`, and pod `pod` on `node` mounting it as volume `vol` (the kubelet mounts, and
+/// probes, only a volume a container mounts). No controller runs: the claim's status and the
+/// volume's claim reference are set as the binder would.
+pub async fn create_pod(
+    cluster: &Cluster,
+    node: &str,
+    namespace: &str,
+    pod: &str,
+    driver: &str,
+    handle: &str,
+) -> Result<()> {
+    let api = &cluster.api;
+    let claim = format!("{pod}-data");
+    let volume = format!("pv-{namespace}-{pod}");
+    let claims = format!("/api/v1/namespaces/{namespace}/persistentvolumeclaims");
+    let created = expect(
+        api.send(
+            Method::POST,
+            &claims,
+            Some(&json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                "metadata": {"name": claim},
+                "spec": {"accessModes": ["ReadWriteOnce"], "volumeName": volume,
+                    "storageClassName": "",
+                    "resources": {"requests": {"storage": "1Gi"}}}})),
+            None,
+        )
+        .await?,
+        201,
+        "creating the claim",
+    )?;
+    expect(
+        api.send(
+            Method::POST,
+            "/api/v1/persistentvolumes",
+            Some(&json!({"apiVersion": "v1", "kind": "PersistentVolume",
+                "metadata": {"name": volume},
+                "spec": {"accessModes": ["ReadWriteOnce"], "capacity": {"storage": "1Gi"},
+                    "storageClassName": "",
+                    "csi": {"driver": driver, "volumeHandle": handle},
+                    "claimRef": {"namespace": namespace, "name": claim,
+                        "uid": created["metadata"]["uid"]}}})),
+            None,
+        )
+        .await?,
+        201,
+        "creating the volume",
+    )?;
+    let mut bound = created;
+    bound["status"] = json!({"phase": "Bound", "accessModes": ["ReadWriteOnce"],
+        "capacity": {"storage": "1Gi"}});
+    expect(
+        api.send(
+            Method::PUT,
+            &format!("{claims}/{claim}/status"),
+            Some(&bound),
+            None,
+        )
+        .await?,
+        200,
+        "binding the claim",
+    )?;
+    expect(
+        api.send(
+            Method::POST,
+            &format!("/api/v1/namespaces/{namespace}/pods"),
+            Some(
+                &json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod},
+                "spec": {"nodeName": node, "terminationGracePeriodSeconds": 1,
+                    "containers": [{"name": "app", "image": "registry.example/app:1",
+                        "volumeMounts": [{"name": "vol", "mountPath": "/data"}]}],
+                    "volumes": [{"name": "vol",
+                        "persistentVolumeClaim": {"claimName": claim}}]}}),
+            ),
+            None,
+        )
+        .await?,
+        201,
+        "creating the pod",
+    )?;
+    Ok(())
+}
+
+/// Starts the hollow kubelet of node `name`, with its files under `root`.
+fn start_kubelet(
+    bin: &Path,
+    logs: &Path,
+    kubeconfig: &Path,
+    name: &str,
+    root: &Path,
+    probe: Duration,
+) -> Result<Process> {
+    Process::start(
+        &format!("kubelet-{name}"),
+        logs,
+        Command::new(bin.join("hollowkubelet"))
+            .arg(format!("--kubeconfig={}", kubeconfig.display()))
+            .arg(format!("--name={name}"))
+            .arg(format!("--root-dir={}", root.display()))
+            .arg(format!("--probe-period={}ms", probe.as_millis()))
+            // The volume and CSINode managers' lines, not every sync.
+            .arg("--v=2"),
+    )
+}
+
+/// Starts one mock plugin of `driver` for every node in `nodes` (its name and its kubelet's
+/// root directory), answering from `health`, and saying in `served` when each answer was first
+/// given. With many nodes, it logs registrations only.
+fn start_driver(
+    bin: &Path,
+    logs: &Path,
+    process: &str,
+    driver: &str,
+    nodes: &[(&str, &Path)],
+    health: &Path,
+    served: Option<&Path>,
+) -> Result<Process> {
+    let mut command = Command::new(bin.join("mockcsi"));
+    command
+        .arg(format!("--name={driver}"))
+        .arg(format!("--health={}", health.display()));
+    if let Some(served) = served {
+        command.arg(format!("--served={}", served.display()));
+    }
+    for (name, root) in nodes {
+        command.arg(format!("--node={name}={}", root.display()));
+    }
+    if nodes.len() > 1 {
+        command.arg("--quiet");
+    }
+    Process::start(process, logs, &mut command)
+}
+
+/// Replaces a driver's answers file: written beside and renamed, so that no probe reads half.
+fn write_answers(health: &Path, answers: &Value) -> Result<()> {
+    let partial = health.with_extension("json.new");
+    std::fs::write(&partial, answers.to_string())?;
+    std::fs::rename(&partial, health)?;
+    Ok(())
+}
+
+/// Whether a Node's `Ready` condition is `True`.
+fn is_ready(node: &Value) -> bool {
+    node["status"]["conditions"]
+        .as_array()
+        .is_some_and(|conditions| {
+            conditions
+                .iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+        })
+}
+
+/// Whether a CSINode lists every one of `drivers`.
+fn lists_drivers<'a>(csinode: &Value, mut drivers: impl Iterator<Item = &'a str>) -> bool {
+    let listed = csinode["spec"]["drivers"].as_array();
+    drivers.all(|driver| listed.is_some_and(|listed| listed.iter().any(|d| d["name"] == driver)))
 }
 
 /// Creates CSIDriver `name` without attach (no VolumeAttachment: no attach controller runs),

@@ -3,6 +3,7 @@
 //! clients (kube-rs, and a small HTTPS client for what kube-rs does not do).
 
 mod api;
+mod audit;
 mod controller_manager;
 mod kubelet;
 mod pki;
@@ -23,8 +24,9 @@ use hyper::Method;
 use serde_json::{Value, json};
 
 pub use api::{ADMIN, Api, User};
+pub use audit::{AuditMark, StatusWrite};
 pub use controller_manager::{ControllerManager, POLICY_STATUS_CONTROLLER};
-pub use kubelet::{HollowNode, KUBELET_PROBE_PERIOD};
+pub use kubelet::{HollowFleet, HollowNode, KUBELET_PROBE_PERIOD, Served, create_pod};
 pub use pki::{KeyPairFiles, Pki};
 pub use plane::{ControlPlane, bound_pod, create_namespace, volume_health};
 pub use shipped::{REPAIR_ENV, WRITERS_ENV, manifests_dir, shipped_writer_list};
@@ -62,6 +64,11 @@ impl Process {
             Some(status) => bail!("{} exited: {status}", self.name),
             None => Ok(()),
         }
+    }
+
+    /// The process's ID, to read its CPU time and memory from `/proc`.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// The last lines of the process's log, for a failed test.
@@ -288,6 +295,11 @@ impl Cluster {
     /// claims' and pods' status.
     pub fn audit_log(&self) -> PathBuf {
         self.dir.path().join(AUDIT_LOG)
+    }
+
+    /// The apiserver's process ID, to read its CPU time and memory from `/proc`.
+    pub fn apiserver_pid(&self) -> u32 {
+        self.apiserver.pid()
     }
 
     /// The temporary directory of the certificates, data and logs.

@@ -139,18 +139,29 @@ impl WebhookServer {
         Ok(())
     }
 
+    /// The running server's process ID, to read its CPU time and memory from `/proc`.
+    pub fn pid(&self) -> Option<u32> {
+        self.process.as_ref().map(Process::pid)
+    }
+
     /// Stops the server (SIGKILL): the apiserver finds nothing listening.
     pub fn stop(&mut self) {
         self.process = None;
     }
 
-    /// The sum of the samples of the server's metric `name` whose labels contain every one of
-    /// `labels` (`key="value"`).
-    pub async fn metric(&self, name: &str, labels: &[&str]) -> Result<f64> {
+    /// The server's `/metrics`, as text.
+    pub async fn scrape(&self) -> Result<String> {
         let (code, text) = api::get_text(self.health, "/metrics").await?;
         if code != 200 {
             bail!("/metrics: {code}");
         }
+        Ok(text)
+    }
+
+    /// The sum of the samples of the server's metric `name` whose labels contain every one of
+    /// `labels` (`key="value"`).
+    pub async fn metric(&self, name: &str, labels: &[&str]) -> Result<f64> {
+        let text = self.scrape().await?;
         Ok(text
             .lines()
             .filter(|line| !line.starts_with('#'))
@@ -180,6 +191,28 @@ impl WebhookServer {
                 .await?;
             if code != 201 {
                 bail!("creating {plural}: {code} {body}");
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes what [`install_configurations`](Self::install_configurations) created: the
+    /// cluster then has no configuration of this project's.
+    pub async fn uninstall_configurations(
+        &self,
+        cluster: &Cluster,
+        components: &[&str],
+    ) -> Result<()> {
+        for (plural, configuration) in
+            shipped::webhook_configurations(self.secure, cluster.pki().ca_pem(), components)?
+        {
+            let name = configuration["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default();
+            let path = format!("/apis/admissionregistration.k8s.io/v1/{plural}/{name}");
+            let (code, body) = cluster.api.send(Method::DELETE, &path, None, None).await?;
+            if code != 200 {
+                bail!("deleting {plural} {name}: {code} {body}");
             }
         }
         Ok(())

@@ -1,0 +1,118 @@
+//! The apiserver's audit log as the suites read it: the status writes of CSINodes, claims and
+//! pods (the policy `Cluster::start` gives it), each with its writer, its object, its answer and
+//! when it was answered. A mark is a byte offset, so that a suite at scale reads only what came
+//! after it.
+
+use std::io::{Read, Seek, SeekFrom};
+
+use anyhow::Result;
+use k8s_openapi::jiff::Timestamp;
+use serde_json::Value;
+
+use super::Cluster;
+
+/// A point in the audit log: the writes after it are read.
+#[derive(Clone, Copy, Debug)]
+pub struct AuditMark(u64);
+
+/// One status write, as the apiserver answered it.
+#[derive(Clone, Debug)]
+pub struct StatusWrite {
+    /// Who wrote it: `system:node:<name>` for a kubelet.
+    pub user: String,
+    /// `pods`, `csinodes` or `persistentvolumeclaims`.
+    pub resource: String,
+    /// The object's namespace; empty for a CSINode.
+    pub namespace: String,
+    /// The object's name.
+    pub name: String,
+    /// The answer's status code.
+    pub code: i64,
+    /// The answer's message (a refusal's reason).
+    pub message: String,
+    /// Whether a repair webhook changed it (its `<webhook>/repairs` annotation).
+    pub repaired: bool,
+    /// When the answer was sent.
+    pub at: Timestamp,
+    /// How long the apiserver took, from the request received to the answer sent (the audit
+    /// log's timestamps, to the microsecond).
+    pub took: std::time::Duration,
+}
+
+impl StatusWrite {
+    /// Stored: answered 200 (or 201).
+    pub fn stored(&self) -> bool {
+        matches!(self.code, 200 | 201)
+    }
+
+    /// Refused by one of this project's webhooks (or for want of one).
+    pub fn by_webhook(&self) -> bool {
+        self.message.contains("admission webhook")
+    }
+
+    /// Whether `node`'s kubelet wrote it.
+    pub fn by_node(&self, node: &str) -> bool {
+        self.user
+            .strip_prefix("system:node:")
+            .is_some_and(|name| name == node)
+    }
+
+    fn read(event: &Value) -> Option<StatusWrite> {
+        if event["stage"] != "ResponseComplete" || event["objectRef"]["subresource"] != "status" {
+            return None;
+        }
+        let text = |value: &Value| value.as_str().unwrap_or_default().to_owned();
+        let at: Timestamp = event["stageTimestamp"].as_str()?.parse().ok()?;
+        let received: Timestamp = event["requestReceivedTimestamp"].as_str()?.parse().ok()?;
+        Some(StatusWrite {
+            user: text(&event["user"]["username"]),
+            resource: text(&event["objectRef"]["resource"]),
+            namespace: text(&event["objectRef"]["namespace"]),
+            name: text(&event["objectRef"]["name"]),
+            code: event["responseStatus"]["code"].as_i64().unwrap_or(0),
+            message: text(&event["responseStatus"]["message"]),
+            repaired: event["annotations"]
+                .as_object()
+                .is_some_and(|a| a.keys().any(|k| k.ends_with("/repairs"))),
+            at,
+            took: std::time::Duration::try_from(at.duration_since(received)).unwrap_or_default(),
+        })
+    }
+}
+
+impl Cluster {
+    /// The end of the audit log now: [`status_writes`](Self::status_writes) reads after it.
+    pub fn audit_mark(&self) -> AuditMark {
+        AuditMark(
+            std::fs::metadata(self.audit_log())
+                .map(|m| m.len())
+                .unwrap_or(0),
+        )
+    }
+
+    /// The status writes the audit log holds after `mark`, in the order answered, and a mark
+    /// after the last whole line read.
+    pub fn status_writes_after(&self, mark: AuditMark) -> Result<(Vec<StatusWrite>, AuditMark)> {
+        let mut file = match std::fs::File::open(self.audit_log()) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), mark)),
+            Err(e) => return Err(e.into()),
+        };
+        file.seek(SeekFrom::Start(mark.0))?;
+        let mut text = Vec::new();
+        file.read_to_end(&mut text)?;
+        // A line being written is read next time.
+        let whole = text.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        let writes = text[..whole]
+            .split(|&b| b == b'\n')
+            .filter_map(|line| serde_json::from_slice::<Value>(line).ok())
+            .filter_map(|event| StatusWrite::read(&event))
+            .collect();
+        Ok((writes, AuditMark(mark.0 + whole as u64)))
+    }
+
+    /// The status writes after `mark`, in the order answered.
+    pub fn status_writes(&self, mark: AuditMark) -> Result<Vec<StatusWrite>> {
+        Ok(self.status_writes_after(mark)?.0)
+    }
+}

@@ -1,0 +1,1030 @@
+//! KEP-1432's beta scalability bar with the kubelet's own code, through the shipped default
+//! install: hollow kubelets (`VOLUME_HEALTH_SCALE_NODES`, default 100) with
+//! `VOLUME_HEALTH_SCALE_CLAIMS` CSI claims and pods each (default 50), one mock driver process
+//! for every node, kube-apiserver v1.37.2 with the gate on, the webhooks and the authorizer.
+//!
+//! Phases: the objects, the kubelets, every pod Running; the steady state
+//! (`VOLUME_HEALTH_SCALE_STEADY_SECONDS`, default 600): no review, no health write; the storm
+//! (every volume and the driver turn Degraded at once, then back) with the shipped
+//! configuration, then the same with none; then a storm where a tenth of the volumes report a
+//! duplicate pair (kubernetes#142280), which repair stores, and a sample of pods deleted.
+//!
+//! What is chosen to fit two cores, against a real node:
+//! - The objects are created before the kubelets start, bound as the binder would (no
+//!   controller runs), so the kubelets start with their pods waiting, as after a control plane
+//!   outage, not as pods scheduled one by one.
+//! - The kubelets probe health at their default period (1 minute), each on its own timer: a
+//!   storm reaches every node within a period, as it would when a backend fails for all.
+//! - The kubelet's runtime, mounter and cAdvisor are fakes (kubemark's hollow kubelet): its
+//!   volume, status and CSINode managers are the real ones, and so are its writes.
+//!
+//! Run by `make scale` (and, reduced, by `.ci/run`); the report is printed, and written to
+//! `docs/benchmarks.md` with `VOLUME_HEALTH_E2E_WRITE_DOCS=1`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, TryStreamExt};
+use hyper::Method;
+use k8s_openapi::jiff::Timestamp;
+use serde_json::{Value, json};
+use volume_health_tests::cluster::{
+    AuditMark, Cluster, ControlPlane, HollowFleet, Identity, StatusWrite, bin_dir,
+    create_namespace, create_pod,
+};
+use volume_health_tests::phases::Phases;
+use volume_health_tests::prom::{Scrape, quantile};
+
+const NAMESPACE: &str = "scale";
+const DRIVER: &str = "scale.csi.example.com";
+
+/// The kubelet's default health period (`VolumeStatsAggPeriod`).
+const DEFAULT_PROBE: Duration = Duration::from_secs(60);
+
+/// The pods deleted after the duplicate-pair storm, with and without the pair, are gone
+/// within this (the kubelet's unmount and final status write, with the CPU busy).
+const GONE_WITHIN: Duration = Duration::from_secs(120);
+
+/// The shipped Deployment's memory limit (`manifests/base/deployment.yaml`).
+const REPLICA_MEMORY_LIMIT_MIB: f64 = 256.0;
+
+struct Size {
+    nodes: usize,
+    claims: usize,
+    steady: Duration,
+    probe: Duration,
+}
+
+impl Size {
+    fn from_env() -> Size {
+        let number = |name: &str, default: u64| {
+            std::env::var(name)
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(default)
+        };
+        Size {
+            nodes: number("VOLUME_HEALTH_SCALE_NODES", 100) as usize,
+            claims: number("VOLUME_HEALTH_SCALE_CLAIMS", 50) as usize,
+            steady: Duration::from_secs(number("VOLUME_HEALTH_SCALE_STEADY_SECONDS", 600)),
+            probe: Duration::from_secs(number(
+                "VOLUME_HEALTH_SCALE_PROBE_SECONDS",
+                DEFAULT_PROBE.as_secs(),
+            )),
+        }
+    }
+
+    fn pods(&self) -> usize {
+        self.nodes * self.claims
+    }
+}
+
+fn pod_name(node: usize, claim: usize) -> String {
+    format!("p{node}-{claim}")
+}
+
+fn handle(node: usize, claim: usize) -> String {
+    format!("h{node}-{claim}")
+}
+
+/// The volume handle of pod `p<node>-<claim>`.
+fn handle_of(pod: &str) -> Option<String> {
+    Some(format!("h{}", pod.strip_prefix('p')?))
+}
+
+fn node_name(node: usize) -> String {
+    format!("node-{node}")
+}
+
+/// Every volume and the node's storage healthy: no condition. `label` names the answer.
+fn healthy(label: &str) -> Value {
+    json!({"label": label})
+}
+
+/// Every volume and the node's storage Degraded, with `label` as the reason too.
+fn degraded(label: &str) -> Value {
+    json!({
+        "label": label,
+        "otherVolumes": [{"status": "DEGRADED", "reason": label, "message": "latency above 100 ms"}],
+        "storage": [{"status": "STORAGE_DEGRADED", "reason": label, "message": "pool slow"}],
+    })
+}
+
+const INOTIFY_INSTANCES: &str = "/proc/sys/fs/inotify/max_user_instances";
+
+/// The inotify limit as it was before the test raised it, put back when dropped.
+struct InotifyLimit(Option<usize>);
+
+impl Drop for InotifyLimit {
+    fn drop(&mut self) {
+        if let Some(was) = self.0 {
+            let _ = std::fs::write(INOTIFY_INSTANCES, was.to_string());
+        }
+    }
+}
+
+/// The kubelets can start only with inotify instances for each (two a kubelet; Linux's
+/// default of 128 per user stops the plugin watcher after about 60). Raised for the test when
+/// it is too low and this runs as root; otherwise the test says how.
+fn make_room_for(kubelets: usize) -> anyhow::Result<InotifyLimit> {
+    // What the kubelets take, and what the rest of the machine had room for.
+    let want = 2 * kubelets + 128;
+    let have: usize = std::fs::read_to_string(INOTIFY_INSTANCES)?.trim().parse()?;
+    if have >= want {
+        return Ok(InotifyLimit(None));
+    }
+    std::fs::write(INOTIFY_INSTANCES, want.to_string()).map_err(|e| {
+        anyhow::anyhow!(
+            "{kubelets} kubelets need {want} inotify instances, {INOTIFY_INSTANCES} allows \
+             {have} and could not be raised ({e}): run `sysctl fs.inotify.max_user_instances={want}` \
+             as root"
+        )
+    })?;
+    eprintln!("raised {INOTIFY_INSTANCES} from {have} to {want} for the test");
+    Ok(InotifyLimit(Some(have)))
+}
+
+/// CPU seconds a process has used, from `/proc`; 0 when it is gone.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = i32::try_from(pid)
+        .ok()
+        .and_then(|pid| procfs::process::Process::new(pid).ok()?.stat().ok());
+    stat.map_or(0.0, |stat| {
+        (stat.utime + stat.stime) as f64 / procfs::ticks_per_second() as f64
+    })
+}
+
+/// A process's peak resident memory (`VmHWM`), in MiB; 0 when it is gone.
+fn peak_memory_mib(pid: u32) -> f64 {
+    let status = i32::try_from(pid)
+        .ok()
+        .and_then(|pid| procfs::process::Process::new(pid).ok()?.status().ok());
+    status
+        .and_then(|status| status.vmhwm)
+        .map_or(0.0, |kib| kib as f64 / 1024.0)
+}
+
+async fn apiserver_metrics(cluster: &Cluster) -> anyhow::Result<Scrape> {
+    let (code, text) = cluster.api.get_text("/metrics").await?;
+    anyhow::ensure!(code == 200, "/metrics: {code}");
+    Ok(Scrape::parse(&text))
+}
+
+/// Requests the apiserver served between two scrapes, by resource (`resource/subresource`),
+/// for `verbs`.
+fn requests_by_resource(before: &Scrape, after: &Scrape, verbs: &[&str]) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    for verb in verbs {
+        for (scrape, sign) in [(after, 1.0), (before, -1.0)] {
+            let by = scrape.sum_by("apiserver_request_total", &[("verb", verb)], "resource");
+            for (resource, _) in by {
+                let sub = scrape.sum_by(
+                    "apiserver_request_total",
+                    &[("verb", verb), ("resource", &resource)],
+                    "subresource",
+                );
+                for (subresource, count) in sub {
+                    let key = if subresource.is_empty() {
+                        resource.clone()
+                    } else {
+                        format!("{resource}/{subresource}")
+                    };
+                    *out.entry(key).or_insert(0.0) += sign * count;
+                }
+            }
+        }
+    }
+    out.retain(|_, count| *count > 0.0);
+    out
+}
+
+/// The p99 the admission server took to answer between two scrapes of its metrics (its own
+/// histogram, finer than the apiserver's).
+fn webhook_p99(before: &Scrape, after: &Scrape) -> Option<f64> {
+    let name = "volume_health_webhook_request_duration_seconds";
+    quantile(0.99, &before.buckets(name, &[]), &after.buckets(name, &[]))
+}
+
+fn seconds(at: Timestamp, since: Timestamp) -> f64 {
+    at.duration_since(since).as_secs_f64()
+}
+
+/// Per-second counts of `times` after `start`: the highest.
+fn peak_per_second(times: impl Iterator<Item = f64>) -> usize {
+    let mut per: BTreeMap<u64, usize> = BTreeMap::new();
+    for t in times {
+        *per.entry(t.max(0.0) as u64).or_default() += 1;
+    }
+    per.into_values().max().unwrap_or(0)
+}
+
+/// What a storm measured.
+#[derive(Default)]
+struct Storm {
+    /// Seconds from the driver's change until every pod's and every CSINode's report was stored.
+    pods_stored: f64,
+    csinodes_stored: f64,
+    /// Seconds from the driver's first new answer to a volume (or a node's storage) until the
+    /// kubelet's write of it was stored: the write path, whatever the probe's phase. p50, p99
+    /// and the most.
+    pod_path: [f64; 3],
+    csinode_path: [f64; 3],
+    pod_writes: usize,
+    csinode_writes: usize,
+    refused: usize,
+    repaired: usize,
+    peak_writes: usize,
+    reviews: f64,
+    peak_reviews: f64,
+    /// What the apiserver took for each write (the audit log): p50, p99 and the most.
+    pod_took: [f64; 3],
+    csinode_took: [f64; 3],
+    /// The admission server's p99 answer time over the storm.
+    webhook_p99: Option<f64>,
+    replica_cpu: f64,
+    apiserver_cpu: f64,
+}
+
+impl Storm {
+    fn stored(&self) -> f64 {
+        self.pods_stored.max(self.csinodes_stored)
+    }
+
+    /// The longest write path: every report stored that long after its kubelet learned of it.
+    fn longest_path(&self) -> f64 {
+        self.pod_path[2].max(self.csinode_path[2])
+    }
+}
+
+/// p50, p99 and the most of `values` (nearest rank); zeros when empty.
+fn spread(mut values: Vec<f64>) -> [f64; 3] {
+    if values.is_empty() {
+        return [0.0; 3];
+    }
+    values.sort_by(f64::total_cmp);
+    let rank =
+        |q: f64| values[((q * values.len() as f64).ceil() as usize).clamp(1, values.len()) - 1];
+    [rank(0.5), rank(0.99), values[values.len() - 1]]
+}
+
+/// The world the phases share.
+struct Scale {
+    size: Size,
+    plane: ControlPlane,
+}
+
+impl Scale {
+    fn cluster(&self) -> &Cluster {
+        &self.plane.cluster
+    }
+
+    async fn reviews(&self) -> f64 {
+        self.plane.reviews().await.unwrap_or(0.0)
+    }
+
+    fn replica_cpu(&self) -> f64 {
+        self.plane.admission.pid().map_or(0.0, cpu_seconds)
+    }
+
+    /// Creates every claim, volume and pod, `CONCURRENT` pods at a time.
+    async fn create_objects(&self) -> anyhow::Result<()> {
+        const CONCURRENT: usize = 16;
+        let cluster = self.cluster();
+        let work = (0..self.size.nodes).flat_map(|n| (0..self.size.claims).map(move |c| (n, c)));
+        futures::stream::iter(work)
+            .map(|(n, c)| async move {
+                create_pod(
+                    cluster,
+                    &node_name(n),
+                    NAMESPACE,
+                    &pod_name(n, c),
+                    DRIVER,
+                    &handle(n, c),
+                )
+                .await
+            })
+            .buffer_unordered(CONCURRENT)
+            .try_collect::<Vec<()>>()
+            .await?;
+        Ok(())
+    }
+
+    /// Pods of the namespace not yet `Running`.
+    async fn not_running(&self) -> anyhow::Result<usize> {
+        let (code, list) = self
+            .cluster()
+            .api
+            .send(
+                Method::GET,
+                &format!(
+                    "/api/v1/namespaces/{NAMESPACE}/pods?fieldSelector=status.phase!%3DRunning"
+                ),
+                None,
+                None,
+            )
+            .await?;
+        anyhow::ensure!(code == 200, "listing pods: {code} {list}");
+        Ok(list["items"].as_array().map_or(0, Vec::len))
+    }
+
+    /// The answer turned to `answers` for every node: waits until every pod and every CSINode
+    /// has a write from its kubelet that `stored` accepts, and measures the storm.
+    async fn storm(
+        &self,
+        fleet: &HollowFleet,
+        answers: &Value,
+        pods_expected: &BTreeSet<String>,
+    ) -> anyhow::Result<Storm> {
+        let label = answers["label"].as_str().unwrap_or_default().to_owned();
+        let cluster = self.cluster();
+        let webhook = Scrape::parse(&self.plane.admission.scrape().await?);
+        let reviews = self.reviews().await;
+        let (replica, apiserver) = (self.replica_cpu(), cpu_seconds(cluster.apiserver_pid()));
+        let mark = cluster.audit_mark();
+        let start = Timestamp::now();
+        fleet.answer(answers)?;
+        // Two periods: every kubelet probes within one, and writes on a busy machine.
+        let bound = 2 * self.size.probe + Duration::from_secs(60);
+        let give_up = Instant::now() + bound;
+        let mut writes: Vec<StatusWrite> = Vec::new();
+        let mut cursor = mark;
+        let mut pods_seen = BTreeSet::new();
+        let mut nodes_seen = BTreeSet::new();
+        let mut peak_reviews = 0.0_f64;
+        let mut last_reviews = reviews;
+        let mut last_sample = Instant::now();
+        while pods_seen.len() < pods_expected.len() || nodes_seen.len() < self.size.nodes {
+            anyhow::ensure!(
+                Instant::now() < give_up,
+                "after {bound:?}: {} of {} pods and {} of {} CSINodes stored",
+                pods_seen.len(),
+                pods_expected.len(),
+                nodes_seen.len(),
+                self.size.nodes
+            );
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let now_reviews = self.reviews().await;
+            let rate = (now_reviews - last_reviews) / last_sample.elapsed().as_secs_f64();
+            peak_reviews = peak_reviews.max(rate);
+            (last_reviews, last_sample) = (now_reviews, Instant::now());
+            let (more, next) = cluster.status_writes_after(cursor)?;
+            cursor = next;
+            for write in more
+                .into_iter()
+                .filter(|w| w.user.starts_with("system:node:"))
+            {
+                if write.stored() {
+                    match write.resource.as_str() {
+                        "pods" if pods_expected.contains(&write.name) => {
+                            pods_seen.insert(write.name.clone());
+                        }
+                        "csinodes" => {
+                            nodes_seen.insert(write.name.clone());
+                        }
+                        _ => {}
+                    }
+                }
+                writes.push(write);
+            }
+        }
+        let webhook_after = Scrape::parse(&self.plane.admission.scrape().await?);
+        let first_stored = |resource: &str| {
+            let mut first: BTreeMap<&str, f64> = BTreeMap::new();
+            for w in writes
+                .iter()
+                .filter(|w| w.resource == resource && w.stored())
+            {
+                first.entry(&w.name).or_insert_with(|| seconds(w.at, start));
+            }
+            first.into_values().fold(0.0, f64::max)
+        };
+        let took = |resource: &str| {
+            spread(
+                writes
+                    .iter()
+                    .filter(|w| w.resource == resource)
+                    .map(|w| w.took.as_secs_f64())
+                    .collect(),
+            )
+        };
+        // The write path: from the driver's first new answer to the write stored.
+        let served: BTreeMap<(String, String), Timestamp> = fleet
+            .served(&label)?
+            .into_iter()
+            .map(|s| ((s.node, s.volume), s.at))
+            .collect();
+        let path = |resource: &str, key: &dyn Fn(&StatusWrite) -> Option<(String, String)>| {
+            let mut first: BTreeMap<&str, f64> = BTreeMap::new();
+            for w in writes
+                .iter()
+                .filter(|w| w.resource == resource && w.stored())
+            {
+                let Some(at) = key(w).and_then(|k| served.get(&k)) else {
+                    continue;
+                };
+                first
+                    .entry(&w.name)
+                    .or_insert_with(|| seconds(w.at, *at).max(0.0));
+            }
+            spread(first.into_values().collect())
+        };
+        let pod_path = path("pods", &|w| {
+            let node = w.user.strip_prefix("system:node:")?.to_owned();
+            Some((node, handle_of(&w.name)?))
+        });
+        let csinode_path = path("csinodes", &|w| Some((w.name.clone(), String::new())));
+        Ok(Storm {
+            pods_stored: first_stored("pods"),
+            csinodes_stored: first_stored("csinodes"),
+            pod_path,
+            csinode_path,
+            pod_writes: writes.iter().filter(|w| w.resource == "pods").count(),
+            csinode_writes: writes.iter().filter(|w| w.resource == "csinodes").count(),
+            refused: writes.iter().filter(|w| !w.stored()).count(),
+            repaired: writes.iter().filter(|w| w.repaired).count(),
+            peak_writes: peak_per_second(writes.iter().map(|w| seconds(w.at, start))),
+            reviews: self.reviews().await - reviews,
+            peak_reviews,
+            pod_took: took("pods"),
+            csinode_took: took("csinodes"),
+            webhook_p99: webhook_p99(&webhook, &webhook_after),
+            replica_cpu: self.replica_cpu() - replica,
+            apiserver_cpu: cpu_seconds(cluster.apiserver_pid()) - apiserver,
+        })
+    }
+
+    /// A quiet window of `length`: the kubelets' writes and reads, the webhook's reviews.
+    async fn steady(&self, length: Duration) -> anyhow::Result<Steady> {
+        let cluster = self.cluster();
+        let before = apiserver_metrics(cluster).await?;
+        let reviews = self.reviews().await;
+        let mark: AuditMark = cluster.audit_mark();
+        tokio::time::sleep(length).await;
+        let after = apiserver_metrics(cluster).await?;
+        let health_writes = cluster
+            .status_writes(mark)?
+            .into_iter()
+            .filter(|w| w.user.starts_with("system:node:"))
+            .fold(BTreeMap::new(), |mut by, w| {
+                *by.entry(format!("{}/status", w.resource)).or_insert(0usize) += 1;
+                by
+            });
+        Ok(Steady {
+            minutes: length.as_secs_f64() / 60.0,
+            reviews: self.reviews().await - reviews,
+            health_writes,
+            writes: requests_by_resource(&before, &after, &["PUT", "PATCH", "POST", "DELETE"]),
+            reads: requests_by_resource(&before, &after, &["GET", "LIST"]),
+        })
+    }
+}
+
+/// What a quiet window measured.
+struct Steady {
+    minutes: f64,
+    reviews: f64,
+    /// The kubelets' status writes of pods and CSINodes (the audit log).
+    health_writes: BTreeMap<String, usize>,
+    /// Every write and read the apiserver served, by resource.
+    writes: BTreeMap<String, f64>,
+    reads: BTreeMap<String, f64>,
+}
+
+impl Steady {
+    fn per_minute(&self, count: f64) -> f64 {
+        count / self.minutes
+    }
+}
+
+fn ms(value: Option<f64>) -> String {
+    value.map_or("—".to_owned(), |v| format!("{:.0} ms", v * 1000.0))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "scale: needs the e2e tools and most of a machine for half an hour; `make scale`"]
+async fn kep_1432_beta_scale_bar() {
+    let size = Size::from_env();
+    let mut phases = Phases::new("scale", Duration::from_secs(600));
+    let mut report = String::new();
+    let Some(scale) = phases
+        .phase("control plane")
+        .run(async {
+            let limit = make_room_for(size.nodes)?;
+            let plane = ControlPlane::start(true, &[]).await?;
+            create_namespace(&plane.cluster.client(Identity::Admin).await?, NAMESPACE).await?;
+            anyhow::Ok((plane, limit))
+        })
+        .await
+    else {
+        return phases.finish();
+    };
+    let (scale, _inotify) = scale;
+    let scale = Scale { size, plane: scale };
+    let size = &scale.size;
+    let (nodes, claims, pods) = (size.nodes, size.claims, size.pods());
+    let _ = writeln!(
+        report,
+        "{nodes} hollow kubelets × {claims} CSI claims and pods ({pods} in all), health probed \
+         every {} s, one mock driver process; kube-apiserver v1.37.2 with the gate on and the \
+         default install (webhooks with repair, the authorizer).\n",
+        size.probe.as_secs()
+    );
+
+    let created = phases
+        .phase("claims, volumes and pods created")
+        .timeout(Duration::from_secs(1800))
+        .run(async {
+            let started = Instant::now();
+            scale.create_objects().await?;
+            let took = started.elapsed();
+            eprintln!("{pods} pods with their claims and volumes in {took:.0?}");
+            anyhow::Ok(took)
+        })
+        .await;
+    let Some(_) = created else {
+        return phases.finish();
+    };
+
+    let Some(mut fleet) = phases
+        .phase("kubelets Ready")
+        .timeout(Duration::from_secs(1800))
+        .run(async {
+            let started = Instant::now();
+            let fleet = HollowFleet::start(
+                scale.cluster(),
+                &bin_dir()?,
+                "node",
+                nodes,
+                DRIVER,
+                scale.size.probe,
+                &healthy("Start"),
+            )
+            .await?;
+            eprintln!("{nodes} kubelets Ready in {:.0?}", started.elapsed());
+            anyhow::Ok(fleet)
+        })
+        .await
+    else {
+        return phases.finish();
+    };
+
+    phases
+        .phase("every pod Running")
+        .timeout(Duration::from_secs(1800))
+        .run(async {
+            let started = Instant::now();
+            loop {
+                let left = scale.not_running().await?;
+                if left == 0 {
+                    break;
+                }
+                fleet.check_running()?;
+                tokio::time::sleep(Duration::from_secs(5)).await;
+            }
+            let took = started.elapsed();
+            let _ = writeln!(
+                report,
+                "- every pod Running {:.0} s after the last kubelet was Ready.",
+                took.as_secs_f64()
+            );
+            // The kubelets' first writes settle: a probe, and the status manager's resync.
+            tokio::time::sleep(scale.size.probe + Duration::from_secs(15)).await;
+            anyhow::Ok(())
+        })
+        .await;
+
+    let all_pods: BTreeSet<String> = (0..nodes)
+        .flat_map(|n| (0..claims).map(move |c| pod_name(n, c)))
+        .collect();
+    let steady_timeout = scale.size.steady + Duration::from_secs(120);
+    // A storm and its way back: every report stored each time, never refused.
+    let storm_and_back = |label: &'static str| {
+        let (scale, fleet, all_pods) = (&scale, &fleet, &all_pods);
+        async move {
+            let storm = scale.storm(fleet, &degraded(label), all_pods).await?;
+            anyhow::ensure!(storm.refused == 0, "{} writes refused", storm.refused);
+            let back = scale
+                .storm(fleet, &healthy(&format!("{label}Back")), all_pods)
+                .await?;
+            anyhow::ensure!(back.refused == 0, "{} writes back refused", back.refused);
+            anyhow::Ok((storm, back))
+        }
+    };
+    let steady_window = |with: bool| {
+        let scale = &scale;
+        async move {
+            let steady = scale.steady(scale.size.steady).await?;
+            anyhow::ensure!(
+                !with || steady.reviews == 0.0,
+                "{} reviews in the steady state",
+                steady.reviews
+            );
+            anyhow::ensure!(
+                steady.health_writes.is_empty(),
+                "health writes in the steady state: {:?}",
+                steady.health_writes
+            );
+            anyhow::Ok(steady)
+        }
+    };
+
+    let steady_before = phases
+        .phase("steady state, shipped configuration, before the storms")
+        .after("every pod Running")
+        .timeout(steady_timeout)
+        .run(steady_window(true))
+        .await;
+    let storm_first = phases
+        .phase("storm, shipped configuration")
+        .after("every pod Running")
+        .run(storm_and_back("StormA"))
+        .await;
+    let removed = phases
+        .phase("configuration removed")
+        .after("every pod Running")
+        .run(async {
+            scale
+                .plane
+                .admission
+                .uninstall_configurations(scale.cluster(), &[])
+                .await?;
+            // The apiserver's webhook manager learns it through a watch.
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            anyhow::Ok(())
+        })
+        .await;
+    let steady_none = phases
+        .phase("steady state, no configuration")
+        .after("configuration removed")
+        .timeout(steady_timeout)
+        .run(steady_window(false))
+        .await;
+    let storm_none = phases
+        .phase("storm, no configuration")
+        .after("configuration removed")
+        .run(storm_and_back("StormB"))
+        .await;
+    let reinstalled = phases
+        .phase("configuration installed again")
+        .after("configuration removed")
+        .run(async {
+            scale
+                .plane
+                .admission
+                .install_configurations(scale.cluster(), &[])
+                .await?;
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            anyhow::Ok(())
+        })
+        .await;
+    let storm_second = phases
+        .phase("storm again, shipped configuration")
+        .after("configuration installed again")
+        .run(storm_and_back("StormC"))
+        .await;
+    let steady_after = phases
+        .phase("steady state, shipped configuration, after the storms")
+        .after("configuration installed again")
+        .timeout(steady_timeout)
+        .run(steady_window(true))
+        .await;
+    let _ = (removed, reinstalled);
+    let peak_memory = scale.plane.admission.pid().map_or(0.0, peak_memory_mib);
+
+    // A tenth of the volumes report a duplicate pair: the first of every ten pods of a node.
+    let duplicated: BTreeSet<(usize, usize)> = (0..nodes)
+        .flat_map(|n| (0..claims).step_by(10).map(move |c| (n, c)))
+        .collect();
+    let duplicates = phases
+        .phase("storm with duplicate pairs, repaired")
+        .after("configuration installed again")
+        .run(async {
+            let mut answers = degraded("StormD");
+            let pair = json!([
+                {"status": "DEGRADED", "reason": "IOPSThrottled", "message": "first"},
+                {"status": "DEGRADED", "reason": "IOPSThrottled", "message": "second"}]);
+            answers["volumes"] = duplicated
+                .iter()
+                .map(|&(n, c)| (handle(n, c), pair.clone()))
+                .collect::<serde_json::Map<_, _>>()
+                .into();
+            let storm = scale.storm(&fleet, &answers, &all_pods).await?;
+            anyhow::ensure!(storm.refused == 0, "{} writes refused", storm.refused);
+            // The kubelets send a repaired status again at every resync: the rate they keep.
+            let window = Duration::from_secs(60);
+            let reviews = scale.reviews().await;
+            let apiserver = cpu_seconds(scale.cluster().apiserver_pid());
+            let replica = scale.replica_cpu();
+            let mark = scale.cluster().audit_mark();
+            tokio::time::sleep(window).await;
+            let again = scale
+                .cluster()
+                .status_writes(mark)?
+                .into_iter()
+                .filter(|w| w.resource == "pods" && w.user.starts_with("system:node:"))
+                .collect::<Vec<_>>();
+            let rewrite = Rewrite {
+                per_minute: again.len() as f64 * 60.0 / window.as_secs_f64(),
+                repaired: again.iter().filter(|w| w.repaired).count(),
+                reviews_per_second: (scale.reviews().await - reviews) / window.as_secs_f64(),
+                apiserver_cpu: (cpu_seconds(scale.cluster().apiserver_pid()) - apiserver)
+                    / window.as_secs_f64(),
+                replica_cpu: (scale.replica_cpu() - replica) / window.as_secs_f64(),
+            };
+            anyhow::Ok((storm, rewrite))
+        })
+        .await;
+
+    phases
+        .phase("pods with and without the pair deleted")
+        .after("storm with duplicate pairs, repaired")
+        .timeout(GONE_WITHIN + Duration::from_secs(120))
+        .run(async {
+            // On each of ten nodes, a pod with the pair and one without.
+            let sample: Vec<String> = (0..10.min(nodes))
+                .flat_map(|n| [pod_name(n, 0), pod_name(n, 1.min(claims - 1))])
+                .collect();
+            for pod in &sample {
+                let path = format!("/api/v1/namespaces/{NAMESPACE}/pods/{pod}");
+                let (code, body) = scale
+                    .cluster()
+                    .api
+                    .send(Method::DELETE, &path, None, None)
+                    .await?;
+                anyhow::ensure!(code == 200, "deleting {pod}: {code} {body}");
+            }
+            let deleted = Instant::now();
+            let mut left: Vec<String> = sample.clone();
+            while !left.is_empty() && deleted.elapsed() < GONE_WITHIN {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                let mut still = Vec::new();
+                for pod in left {
+                    let path = format!("/api/v1/namespaces/{NAMESPACE}/pods/{pod}");
+                    let (code, _) = scale
+                        .cluster()
+                        .api
+                        .send(Method::GET, &path, None, None)
+                        .await?;
+                    if code != 404 {
+                        still.push(pod);
+                    }
+                }
+                left = still;
+            }
+            anyhow::ensure!(
+                left.is_empty(),
+                "not gone {GONE_WITHIN:?} after deletion: {left:?}"
+            );
+            let _ = writeln!(
+                report,
+                "- {} pods deleted, half of them with a repaired duplicate pair: all gone {:.0} s \
+                 after the deletion.",
+                sample.len(),
+                deleted.elapsed().as_secs_f64()
+            );
+            anyhow::Ok(())
+        })
+        .await;
+
+    write_report(
+        &mut report,
+        &scale.size,
+        [
+            steady_before.as_ref(),
+            steady_none.as_ref(),
+            steady_after.as_ref(),
+        ],
+        [
+            storm_first.as_ref(),
+            storm_none.as_ref(),
+            storm_second.as_ref(),
+        ],
+        duplicates.as_ref(),
+        peak_memory,
+    );
+    eprintln!("\n{report}");
+    phases
+        .phase("the storm within bounds")
+        .after("storm, no configuration")
+        .after("storm again, shipped configuration")
+        .run(async {
+            let (Some((none, _)), Some((shipped, _))) = (&storm_none, &storm_second) else {
+                unreachable!("the phases passed");
+            };
+            let two_periods = 2.0 * scale.size.probe.as_secs_f64();
+            anyhow::ensure!(
+                shipped.stored() <= two_periods,
+                "the storm took {:.0} s with the shipped configuration",
+                shipped.stored()
+            );
+            // From each kubelet's probe: the storm's own time, without the probes' phases.
+            anyhow::ensure!(
+                shipped.longest_path() <= none.longest_path() * 1.10 + 1.0,
+                "every report stored {:.1} s after its probe with the shipped configuration, \
+                 {:.1} s with none",
+                shipped.longest_path(),
+                none.longest_path()
+            );
+            let added = shipped.pod_took[1] - none.pod_took[1];
+            anyhow::ensure!(
+                added <= none.pod_took[1] * 0.10,
+                "the webhooks add {} to the pod status writes' p99 of {}",
+                ms(Some(added)),
+                ms(Some(none.pod_took[1]))
+            );
+            anyhow::ensure!(
+                peak_memory < REPLICA_MEMORY_LIMIT_MIB,
+                "the replica's peak memory {peak_memory:.0} MiB is not under its limit"
+            );
+            anyhow::Ok(())
+        })
+        .await;
+    fleet.check_running().ok();
+    if std::env::var_os("VOLUME_HEALTH_E2E_WRITE_DOCS").is_some() {
+        write_docs(&report);
+    }
+    drop(fleet);
+    phases.finish();
+}
+
+/// What the kubelets keep sending once a tenth of the volumes report a duplicate pair.
+struct Rewrite {
+    per_minute: f64,
+    repaired: usize,
+    reviews_per_second: f64,
+    apiserver_cpu: f64,
+    replica_cpu: f64,
+}
+
+fn write_report(
+    report: &mut String,
+    size: &Size,
+    steady: [Option<&Steady>; 3],
+    storms: [Option<&(Storm, Storm)>; 3],
+    duplicates: Option<&(Storm, Rewrite)>,
+    peak_memory: f64,
+) {
+    let nodes = size.nodes as f64;
+    let _ = writeln!(report);
+    let _ = writeln!(
+        report,
+        "| steady state, per minute | shipped, before the storms | none, after a storm | \
+         shipped, after the storms |"
+    );
+    let _ = writeln!(report, "|---|---|---|---|");
+    let row = |report: &mut String, what: &str, f: &dyn Fn(&Steady) -> String| {
+        let cells: Vec<String> = steady.iter().map(|s| s.map_or("—".to_owned(), f)).collect();
+        let _ = writeln!(report, "| {what} | {} |", cells.join(" | "));
+    };
+    row(report, "reviews", &|s| {
+        format!("{:.0}", s.per_minute(s.reviews))
+    });
+    for resource in ["pods/status", "csinodes/status"] {
+        row(report, &format!("kubelets' {resource} writes"), &|s| {
+            let count = s.health_writes.get(resource).copied().unwrap_or(0);
+            format!("{:.1}", s.per_minute(count as f64))
+        });
+    }
+    for resource in ["leases", "nodes/status"] {
+        row(report, &format!("{resource} writes, per node"), &|s| {
+            let count = s.writes.get(resource).copied().unwrap_or(0.0);
+            format!("{:.1}", s.per_minute(count) / nodes)
+        });
+    }
+    for resource in [
+        "pods",
+        "csinodes",
+        "nodes",
+        "persistentvolumeclaims",
+        "persistentvolumes",
+    ] {
+        row(
+            report,
+            &format!("{resource} reads (GET, LIST), per node"),
+            &|s| {
+                let count = s.reads.get(resource).copied().unwrap_or(0.0);
+                format!("{:.1}", s.per_minute(count) / nodes)
+            },
+        );
+    }
+    let _ = writeln!(report);
+    let _ = writeln!(
+        report,
+        "| storm: every answer Degraded at once | shipped | none | shipped, again |"
+    );
+    let _ = writeln!(report, "|---|---|---|---|");
+    let row = |report: &mut String, what: &str, f: &dyn Fn(&Storm, &Storm) -> String| {
+        let cells: Vec<String> = storms
+            .iter()
+            .map(|s| s.map_or("—".to_owned(), |(storm, back)| f(storm, back)))
+            .collect();
+        let _ = writeln!(report, "| {what} | {} |", cells.join(" | "));
+    };
+    let secs = |v: f64| format!("{v:.1} s");
+    row(
+        report,
+        "every report stored after (pods, CSINodes)",
+        &|s, _| format!("{}, {}", secs(s.pods_stored), secs(s.csinodes_stored)),
+    );
+    row(report, "from each probe: p50, p99, most (pods)", &|s, _| {
+        format!(
+            "{}, {}, {}",
+            secs(s.pod_path[0]),
+            secs(s.pod_path[1]),
+            secs(s.pod_path[2])
+        )
+    });
+    row(
+        report,
+        "from each probe: p50, p99, most (CSINodes)",
+        &|s, _| {
+            format!(
+                "{}, {}, {}",
+                secs(s.csinode_path[0]),
+                secs(s.csinode_path[1]),
+                secs(s.csinode_path[2])
+            )
+        },
+    );
+    row(
+        report,
+        "kubelets' writes (pods/status, csinodes/status), refused",
+        &|s, _| format!("{}, {}, {}", s.pod_writes, s.csinode_writes, s.refused),
+    );
+    row(report, "peak writes per second", &|s, _| {
+        s.peak_writes.to_string()
+    });
+    row(report, "reviews (peak per second)", &|s, _| {
+        format!("{:.0} ({:.0})", s.reviews, s.peak_reviews)
+    });
+    row(report, "pods/status PATCH p50, p99 (apiserver)", &|s, _| {
+        format!("{}, {}", ms(Some(s.pod_took[0])), ms(Some(s.pod_took[1])))
+    });
+    row(
+        report,
+        "csinodes/status PUT p50, p99 (apiserver)",
+        &|s, _| {
+            format!(
+                "{}, {}",
+                ms(Some(s.csinode_took[0])),
+                ms(Some(s.csinode_took[1]))
+            )
+        },
+    );
+    row(report, "the admission server's p99 answer", &|s, _| {
+        ms(s.webhook_p99)
+    });
+    row(report, "CPU: the replica, the apiserver", &|s, _| {
+        format!("{:.1} s, {:.0} s", s.replica_cpu, s.apiserver_cpu)
+    });
+    row(
+        report,
+        "back to healthy: every report stored after",
+        &|_, back| secs(back.stored()),
+    );
+    let _ = writeln!(report);
+    let _ = writeln!(
+        report,
+        "- One replica's peak memory: {peak_memory:.0} MiB (its limit: \
+         {REPLICA_MEMORY_LIMIT_MIB:.0} MiB)."
+    );
+    if let Some((storm, rewrite)) = duplicates {
+        let _ = writeln!(
+            report,
+            "- A tenth of the volumes report a duplicate pair (kubernetes#142280), repair on: \
+             every report stored {:.0} s after the change, {} writes repaired, none refused. \
+             The kubelets then send each repaired pod status again at every resync: {:.0} pod \
+             status writes a minute ({} of them repaired), {:.1} reviews a second, the \
+             apiserver {:.0} % of a core, the replica {:.1} % of a core.",
+            storm.stored(),
+            storm.repaired,
+            rewrite.per_minute,
+            rewrite.repaired,
+            rewrite.reviews_per_second,
+            rewrite.apiserver_cpu * 100.0,
+            rewrite.replica_cpu * 100.0
+        );
+    }
+}
+
+/// Writes the report into `docs/benchmarks.md`, between its scale markers.
+fn write_docs(report: &str) {
+    let path = volume_health_tests::repository().join("docs/benchmarks.md");
+    let text = std::fs::read_to_string(&path).expect("docs/benchmarks.md");
+    let (begin, end) = ("<!-- scale report: begin -->", "<!-- scale report: end -->");
+    let (Some(a), Some(b)) = (text.find(begin), text.find(end)) else {
+        panic!("docs/benchmarks.md has no {begin} … {end}");
+    };
+    let machine = std::fs::read_to_string("/proc/cpuinfo")
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.starts_with("processor"))
+        .count();
+    let dated = format!(
+        "{begin}\nMeasured {} on {machine} cores.\n\n{report}{end}",
+        Timestamp::now().strftime("%Y-%m-%d")
+    );
+    let text = format!("{}{dated}{}", &text[..a], &text[b + end.len()..]);
+    std::fs::write(&path, text).expect("writes docs/benchmarks.md");
+}
