@@ -57,8 +57,8 @@ ROLLOUT_BIN := $(abspath $(TARGET_DIR))/rollout/bin
 ROLLOUT_RATE ?= 2000
 ROLLOUT_ROLLS ?= 1
 
-# The scale suite's size: `make scale SCALE_NODES=20 SCALE_STEADY=120 SCALE_DOCS=` is the
-# reduced run CI makes, which leaves docs/benchmarks.md as it is.
+# The scale suite's size: `make scale SCALE_NODES=20 SCALE_STEADY=120 SCALE_DOCS=` is a reduced
+# run, which leaves docs/benchmarks.md as it is.
 SCALE_NODES ?= 100
 SCALE_CLAIMS ?= 50
 SCALE_STEADY ?= 600

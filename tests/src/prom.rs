@@ -132,6 +132,27 @@ pub fn quantile(q: f64, before: &[(f64, f64)], after: &[(f64, f64)]) -> Option<f
     Some(lower.0)
 }
 
+/// The smallest bucket bound that holds everything histogram buckets counted from `before` to
+/// `after`: every observation was at most this; `None` when nothing was counted, infinite when
+/// something was above the last finite bound.
+pub fn all_within(before: &[(f64, f64)], after: &[(f64, f64)]) -> Option<f64> {
+    let increase = |bound: f64, count: f64| {
+        count
+            - before
+                .iter()
+                .find(|(b, _)| *b == bound)
+                .map_or(0.0, |(_, c)| *c)
+    };
+    let total = after.last().map(|&(b, c)| increase(b, c))?;
+    if total <= 0.0 {
+        return None;
+    }
+    after
+        .iter()
+        .find(|&&(bound, count)| increase(bound, count) >= total)
+        .map(|&(bound, _)| bound)
+}
+
 /// One sample line: `name{k="v",...} value [timestamp]`.
 fn sample(line: &str) -> Option<Sample> {
     let line = line.trim();
@@ -261,5 +282,9 @@ d_bucket{le="+Inf",verb="PUT"} 100
         // Above the last finite bound: that bound.
         let all = Scrape::parse(TEXT).buckets("d", &[("verb", "PATCH")]);
         assert_eq!(quantile(0.99, &[], &all), Some(1.0));
+        // Everything counted between the scrapes was at most 1 s; before them, some was above.
+        assert_eq!(all_within(&before, &after), Some(1.0));
+        assert_eq!(all_within(&[], &all), Some(f64::INFINITY));
+        assert_eq!(all_within(&after, &after), None);
     }
 }

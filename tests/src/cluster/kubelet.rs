@@ -205,9 +205,10 @@ pub struct HollowFleet {
     driver: String,
     health: PathBuf,
     served: PathBuf,
-    // Dropped in this order: the kubelets, then the driver, then their directories.
-    kubelets: Vec<Process>,
-    plugin: Process,
+    // Dropped in this order: the kubelets, then the driver, then their directories. Behind
+    // locks, so that a shared fleet can check them.
+    kubelets: std::sync::Mutex<Vec<Process>>,
+    plugin: std::sync::Mutex<Process>,
     roots: Vec<tempfile::TempDir>,
     _answers: tempfile::TempDir,
 }
@@ -248,36 +249,38 @@ impl HollowFleet {
             &health,
             Some(&served),
         )?;
-        let mut fleet = HollowFleet {
+        let fleet = HollowFleet {
             names: names.clone(),
             driver: driver.to_owned(),
             health,
             served,
-            kubelets: Vec::with_capacity(count),
-            plugin,
+            kubelets: std::sync::Mutex::new(Vec::with_capacity(count)),
+            plugin: std::sync::Mutex::new(plugin),
             roots,
             _answers: dir,
         };
+        let mut started = 0;
         for batch in names.chunks(FLEET_BATCH) {
             for name in batch {
-                let root = fleet.roots[fleet.kubelets.len()].path().to_owned();
+                let root = fleet.roots[started].path().to_owned();
                 let kubeconfig = cluster.kubeconfig(Identity::Node(name))?;
-                fleet.kubelets.push(start_kubelet(
-                    bin,
-                    cluster.dir(),
-                    &kubeconfig,
-                    name,
-                    &root,
-                    probe,
-                )?);
+                let kubelet = start_kubelet(bin, cluster.dir(), &kubeconfig, name, &root, probe)?;
+                fleet.lock_kubelets().push(kubelet);
+                started += 1;
             }
-            fleet.wait_ready(cluster, fleet.kubelets.len()).await?;
+            fleet.wait_ready(cluster, started).await?;
         }
         Ok(fleet)
     }
 
+    fn lock_kubelets(&self) -> std::sync::MutexGuard<'_, Vec<Process>> {
+        self.kubelets
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// Waits until the first `started` nodes are Ready with the driver registered.
-    async fn wait_ready(&mut self, cluster: &Cluster, started: usize) -> Result<()> {
+    async fn wait_ready(&self, cluster: &Cluster, started: usize) -> Result<()> {
         let give_up = Instant::now() + READY_TIMEOUT;
         loop {
             self.check_running()?;
@@ -346,21 +349,27 @@ impl HollowFleet {
     }
 
     /// Fails when a kubelet or the driver exited.
-    pub fn check_running(&mut self) -> Result<()> {
-        for kubelet in &mut self.kubelets {
+    pub fn check_running(&self) -> Result<()> {
+        for kubelet in self.lock_kubelets().iter_mut() {
             kubelet.check_running()?;
         }
-        self.plugin.check_running()
+        self.lock_plugin().check_running()
+    }
+
+    fn lock_plugin(&self) -> std::sync::MutexGuard<'_, Process> {
+        self.plugin
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The process IDs of the kubelets, for their CPU and memory.
     pub fn kubelet_pids(&self) -> Vec<u32> {
-        self.kubelets.iter().map(Process::pid).collect()
+        self.lock_kubelets().iter().map(Process::pid).collect()
     }
 
     /// The driver's log's last lines, for a failed test.
     pub fn tail(&self) -> String {
-        self.plugin.tail()
+        self.lock_plugin().tail()
     }
 }
 
@@ -426,21 +435,35 @@ pub async fn create_pod(
         200,
         "binding the claim",
     )?;
+    create_pod_of_claim(cluster, node, namespace, pod).await
+}
+
+/// Creates pod `pod` on `node` mounting claim `<pod>-data` (which [`create_pod`] made) as
+/// volume `vol`: a pod made again on the same claim.
+pub async fn create_pod_of_claim(
+    cluster: &Cluster,
+    node: &str,
+    namespace: &str,
+    pod: &str,
+) -> Result<()> {
+    let claim = format!("{pod}-data");
     expect(
-        api.send(
-            Method::POST,
-            &format!("/api/v1/namespaces/{namespace}/pods"),
-            Some(
-                &json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod},
-                "spec": {"nodeName": node, "terminationGracePeriodSeconds": 1,
-                    "containers": [{"name": "app", "image": "registry.example/app:1",
-                        "volumeMounts": [{"name": "vol", "mountPath": "/data"}]}],
-                    "volumes": [{"name": "vol",
-                        "persistentVolumeClaim": {"claimName": claim}}]}}),
-            ),
-            None,
-        )
-        .await?,
+        cluster
+            .api
+            .send(
+                Method::POST,
+                &format!("/api/v1/namespaces/{namespace}/pods"),
+                Some(
+                    &json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod},
+                    "spec": {"nodeName": node, "terminationGracePeriodSeconds": 1,
+                        "containers": [{"name": "app", "image": "registry.example/app:1",
+                            "volumeMounts": [{"name": "vol", "mountPath": "/data"}]}],
+                        "volumes": [{"name": "vol",
+                            "persistentVolumeClaim": {"claimName": claim}}]}}),
+                ),
+                None,
+            )
+            .await?,
         201,
         "creating the pod",
     )?;
