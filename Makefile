@@ -124,13 +124,16 @@ conformance: release
 ## answer compared with the library's; the shipped webhooks end to end; the native
 ## policies alone, type-checked by kube-controller-manager; the v1.37.2 kubelet's own code
 ## (kubemark's hollow kubelet, mock CSI drivers) writing through the default install, every
-## replica down and no repair; the repair's JSON Patch applied
+## replica down and no repair, and its status manager's read of a pod pinned to the precision
+## of one field (a Go test); the repair's JSON Patch applied
 ## with the apiserver's own json-patch, its cost linear in the object; then every command of
 ## the README and docs that needs a cluster, the release binaries or helm, run as the docs give
 ## it (slow: ignored by `make test`)
 e2e: release
 	tests/e2e/tools/build.sh $(E2E_BIN)
 	tests/e2e/tools/build-helm.sh $(E2E_BIN)
+	GOCACHE=$(E2E_BIN)/../go-build GOMODCACHE=$(E2E_BIN)/../go-mod GOFLAGS="-mod=readonly -modcacherw" \
+		go -C tests/e2e/tools/kube-apiserver test ./statusprecision/
 	VOLUME_HEALTH_E2E_BIN=$(E2E_BIN) VOLUME_HEALTH_E2E_WEBHOOK=$(abspath $(BIN)) VOLUME_HEALTH_HELM=$(E2E_BIN)/helm \
 		$(CARGO) test --locked -p volume-health-tests --test e2e --test e2e_shipped --test e2e_repair --test e2e_kubelet --test e2e_policies --test e2e_writer --test patch_cost --test docs_commands -- --ignored --nocapture --test-threads=1
 

@@ -320,7 +320,11 @@ impl Scale {
     /// writes to settle (a probe, and the status manager's resync).
     async fn wait_running(&self, fleet: &HollowFleet) -> anyhow::Result<Duration> {
         let started = Instant::now();
-        while self.not_running().await? > 0 {
+        let give_up = started + Duration::from_secs(1500);
+        while self
+            .any_pod("&fieldSelector=status.phase!%3DRunning", give_up)
+            .await?
+        {
             fleet.check_running()?;
             tokio::time::sleep(Duration::from_secs(5)).await;
         }
@@ -334,16 +338,20 @@ impl Scale {
     async fn make_pods_again(&self, fleet: &HollowFleet) -> anyhow::Result<()> {
         const CONCURRENT: usize = 16;
         let cluster = self.cluster();
-        let pods = format!("/api/v1/namespaces/{NAMESPACE}/pods");
-        let (code, body) = cluster.api.send(Method::DELETE, &pods, None, None).await?;
-        anyhow::ensure!(code == 200, "deleting the pods: {code} {body}");
+        let every =
+            || (0..self.size.nodes).flat_map(|n| (0..self.size.claims).map(move |c| (n, c)));
+        futures::stream::iter(every())
+            .map(|(n, c)| async move {
+                let path = format!("/api/v1/namespaces/{NAMESPACE}/pods/{}", pod_name(n, c));
+                let (code, body) = cluster.api.send(Method::DELETE, &path, None, None).await?;
+                anyhow::ensure!(code == 200, "deleting {path}: {code} {body}");
+                anyhow::Ok(())
+            })
+            .buffer_unordered(CONCURRENT)
+            .try_collect::<Vec<()>>()
+            .await?;
         let give_up = Instant::now() + Duration::from_secs(900);
-        loop {
-            let (code, list) = cluster.api.send(Method::GET, &pods, None, None).await?;
-            anyhow::ensure!(code == 200, "listing pods: {code} {list}");
-            if list["items"].as_array().is_none_or(Vec::is_empty) {
-                break;
-            }
+        while self.any_pod("", give_up).await? {
             anyhow::ensure!(
                 Instant::now() < give_up,
                 "pods still there after 15 minutes"
@@ -351,8 +359,7 @@ impl Scale {
             fleet.check_running()?;
             tokio::time::sleep(Duration::from_secs(5)).await;
         }
-        let work = (0..self.size.nodes).flat_map(|n| (0..self.size.claims).map(move |c| (n, c)));
-        futures::stream::iter(work)
+        futures::stream::iter(every())
             .map(|(n, c)| async move {
                 create_pod_of_claim(cluster, &node_name(n), NAMESPACE, &pod_name(n, c)).await
             })
@@ -363,22 +370,32 @@ impl Scale {
         Ok(())
     }
 
-    /// Pods of the namespace not yet `Running`.
-    async fn not_running(&self) -> anyhow::Result<usize> {
-        let (code, list) = self
-            .cluster()
-            .api
-            .send(
-                Method::GET,
-                &format!(
-                    "/api/v1/namespaces/{NAMESPACE}/pods?fieldSelector=status.phase!%3DRunning"
-                ),
-                None,
-                None,
-            )
-            .await?;
-        anyhow::ensure!(code == 200, "listing pods: {code} {list}");
-        Ok(list["items"].as_array().map_or(0, Vec::len))
+    /// Whether a pod of the namespace matches `selector`, from the apiserver's watch cache
+    /// (`resourceVersion=0`): a list of thousands of pods from etcd, filtered, can outlast a
+    /// request's timeout on a saturated apiserver. A list that fails is asked again, until
+    /// `give_up`.
+    async fn any_pod(&self, selector: &str, give_up: Instant) -> anyhow::Result<bool> {
+        let path = format!("/api/v1/namespaces/{NAMESPACE}/pods?resourceVersion=0{selector}");
+        loop {
+            match self
+                .cluster()
+                .api
+                .send(Method::GET, &path, None, None)
+                .await
+            {
+                Ok((200, list)) => {
+                    return Ok(list["items"]
+                        .as_array()
+                        .is_some_and(|items| !items.is_empty()));
+                }
+                Ok((code, body)) if Instant::now() > give_up => {
+                    anyhow::bail!("listing pods: {code} {body}")
+                }
+                Err(e) if Instant::now() > give_up => return Err(e),
+                answer => eprintln!("listing pods again: {:?}", answer.map(|(code, _)| code)),
+            }
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        }
     }
 
     /// The answer turned to `answers` for every node: waits until every pod and every CSINode

@@ -50,8 +50,19 @@ pub fn unchanged<R: Report + ?Sized>(old: Option<&R>, new: &R, policy: Policy) -
 /// `now`. Pod entries are matched by name. A storage condition has its own: the stored time of
 /// the first stored condition with its (status, reason, accessMode, volumeMode) in the stored
 /// entry of its driver, when it has one, else `now`.
+///
+/// `now` is cut to the whole second: the apiserver keeps a `Time` to the second, and a writer
+/// whose copy holds more than that never finds it equal to what is stored (the v1.37.2
+/// kubelet's pod status copy is the case: it then reads the pod again at every sync).
 pub fn carry_transition_times<R: Report + ?Sized>(old: Option<&R>, new: &mut R, now: &Time) {
-    new.carry(old, now);
+    new.carry(old, &whole_second(now));
+}
+
+/// `time` as the apiserver keeps it: to the second, cut (RFC 3339 without a fraction).
+fn whole_second(time: &Time) -> Time {
+    let second = time.0.as_second();
+    // A whole second of a valid timestamp is one too.
+    Time(k8s_openapi::jiff::Timestamp::from_second(second).unwrap_or(time.0))
 }
 
 /// An identity, and the message when the policy compares messages.

@@ -820,6 +820,11 @@ fn transition_times_carried_over() {
     let mut new = health(vec![cond("Degraded", "A")]);
     carry_transition_times(None, &mut new, &now);
     assert_eq!(new.last_transition_time, Some(at(1000)));
+    // `now` is kept to the second, as the apiserver keeps it.
+    let fraction = Time(Timestamp::new(1000, 999_999_999).unwrap());
+    let mut new = health(vec![cond("Degraded", "A")]);
+    carry_transition_times(None, &mut new, &fraction);
+    assert_eq!(new.last_transition_time, Some(at(1000)));
 
     // Pod entries: per entry, matched by name.
     let stored = [
