@@ -27,7 +27,9 @@ use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
 use hyper::Method;
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
+use kube::api::{WatchEvent, WatchParams};
 use serde_json::{Value, json};
 use volume_health_tests::cluster::{
     AuditMark, Cluster, ControlPlane, HollowFleet, Identity, StatusWrite, bin_dir,
@@ -320,14 +322,13 @@ impl Scale {
     /// writes to settle (a probe, and the status manager's resync).
     async fn wait_running(&self, fleet: &HollowFleet) -> anyhow::Result<Duration> {
         let started = Instant::now();
-        let give_up = started + Duration::from_secs(1500);
-        while self
-            .any_pod("&fieldSelector=status.phase!%3DRunning", give_up)
-            .await?
-        {
-            fleet.check_running()?;
-            tokio::time::sleep(Duration::from_secs(5)).await;
-        }
+        let pods = self.size.pods();
+        self.watch_pods_until(
+            |phases| phases.len() == pods && phases.values().all(|p| p == "Running"),
+            started + Duration::from_secs(1500),
+        )
+        .await?;
+        fleet.check_running()?;
         let took = started.elapsed();
         tokio::time::sleep(self.size.probe + Duration::from_secs(15)).await;
         Ok(took)
@@ -350,15 +351,12 @@ impl Scale {
             .buffer_unordered(CONCURRENT)
             .try_collect::<Vec<()>>()
             .await?;
-        let give_up = Instant::now() + Duration::from_secs(900);
-        while self.any_pod("", give_up).await? {
-            anyhow::ensure!(
-                Instant::now() < give_up,
-                "pods still there after 15 minutes"
-            );
-            fleet.check_running()?;
-            tokio::time::sleep(Duration::from_secs(5)).await;
-        }
+        self.watch_pods_until(
+            BTreeMap::is_empty,
+            Instant::now() + Duration::from_secs(900),
+        )
+        .await?;
+        fleet.check_running()?;
         futures::stream::iter(every())
             .map(|(n, c)| async move {
                 create_pod_of_claim(cluster, &node_name(n), NAMESPACE, &pod_name(n, c)).await
@@ -370,31 +368,54 @@ impl Scale {
         Ok(())
     }
 
-    /// Whether a pod of the namespace matches `selector`, from the apiserver's watch cache
-    /// (`resourceVersion=0`): a list of thousands of pods from etcd, filtered, can outlast a
-    /// request's timeout on a saturated apiserver. A list that fails is asked again, until
-    /// `give_up`.
-    async fn any_pod(&self, selector: &str, give_up: Instant) -> anyhow::Result<bool> {
-        let path = format!("/api/v1/namespaces/{NAMESPACE}/pods?resourceVersion=0{selector}");
+    /// Watches the namespace's pods (their phases, by name) until `done` holds, checked
+    /// once the watch has sent every pod that existed when it began. One watch, not a list
+    /// asked again and again: listing thousands of pods is what saturates the apiserver.
+    async fn watch_pods_until(
+        &self,
+        done: impl Fn(&BTreeMap<String, String>) -> bool,
+        give_up: Instant,
+    ) -> anyhow::Result<()> {
+        let client = self.cluster().client(Identity::Admin).await?;
+        let pods: kube::Api<Pod> = kube::Api::namespaced(client, NAMESPACE);
         loop {
-            match self
-                .cluster()
-                .api
-                .send(Method::GET, &path, None, None)
-                .await
-            {
-                Ok((200, list)) => {
-                    return Ok(list["items"]
-                        .as_array()
-                        .is_some_and(|items| !items.is_empty()));
+            // A watch that ends (its timeout, an expired version) starts again from a
+            // consistent list of its own.
+            let mut phases: BTreeMap<String, String> = BTreeMap::new();
+            let mut listed = false;
+            let params = WatchParams::streaming_lists().timeout(120);
+            let mut events = pods.watch(&params, "").await?.boxed();
+            while let Some(event) = events.try_next().await? {
+                match event {
+                    WatchEvent::Added(pod) | WatchEvent::Modified(pod) => {
+                        let phase = pod.status.and_then(|s| s.phase).unwrap_or_default();
+                        phases.insert(pod.metadata.name.unwrap_or_default(), phase);
+                    }
+                    WatchEvent::Deleted(pod) => {
+                        phases.remove(&pod.metadata.name.unwrap_or_default());
+                    }
+                    WatchEvent::Bookmark(bookmark) => {
+                        listed |= bookmark
+                            .metadata
+                            .annotations
+                            .contains_key("k8s.io/initial-events-end");
+                    }
+                    WatchEvent::Error(status) => {
+                        eprintln!("watching pods: {}", status.message);
+                        break;
+                    }
                 }
-                Ok((code, body)) if Instant::now() > give_up => {
-                    anyhow::bail!("listing pods: {code} {body}")
+                if listed && done(&phases) {
+                    return Ok(());
                 }
-                Err(e) if Instant::now() > give_up => return Err(e),
-                answer => eprintln!("listing pods again: {:?}", answer.map(|(code, _)| code)),
+                anyhow::ensure!(
+                    Instant::now() < give_up,
+                    "gave up watching pods: {} of them, {} Running",
+                    phases.len(),
+                    phases.values().filter(|p| *p == "Running").count()
+                );
             }
-            tokio::time::sleep(Duration::from_secs(5)).await;
+            anyhow::ensure!(Instant::now() < give_up, "gave up watching pods");
         }
     }
 
