@@ -174,6 +174,16 @@ impl WebhookServer {
             .sum())
     }
 
+    /// The shipped webhook configurations with the entries of `components`, pointed at this
+    /// server: (plural, object).
+    fn configurations(
+        &self,
+        cluster: &Cluster,
+        components: &[&str],
+    ) -> Result<Vec<(&'static str, serde_json::Value)>> {
+        shipped::webhook_configurations(self.secure, cluster.pki().ca_pem(), components)
+    }
+
     /// Creates the shipped webhook configurations, pointed at this server, in `cluster`, with
     /// the entries of `components`.
     pub async fn install_configurations(
@@ -181,9 +191,7 @@ impl WebhookServer {
         cluster: &Cluster,
         components: &[&str],
     ) -> Result<()> {
-        for (plural, configuration) in
-            shipped::webhook_configurations(self.secure, cluster.pki().ca_pem(), components)?
-        {
+        for (plural, configuration) in self.configurations(cluster, components)? {
             let path = format!("/apis/admissionregistration.k8s.io/v1/{plural}");
             let (code, body) = cluster
                 .api
@@ -203,9 +211,7 @@ impl WebhookServer {
         cluster: &Cluster,
         components: &[&str],
     ) -> Result<()> {
-        for (plural, configuration) in
-            shipped::webhook_configurations(self.secure, cluster.pki().ca_pem(), components)?
-        {
+        for (plural, configuration) in self.configurations(cluster, components)? {
             let name = configuration["metadata"]["name"]
                 .as_str()
                 .unwrap_or_default();
