@@ -97,8 +97,23 @@ impl Drop for Process {
     }
 }
 
-/// A free TCP port on loopback.
+/// A free TCP port on loopback, below Linux's ephemeral range (32768 and up): a port is
+/// chosen before its server binds it, and meanwhile any outgoing connection (the apiserver's
+/// to etcd, a kubelet's) may take an ephemeral one.
 pub fn free_port() -> Result<u16> {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const LOW: u32 = 20_000;
+    const SPAN: u32 = 12_000;
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    // Spread the processes of parallel suites apart, then walk the range.
+    let start = std::process::id().wrapping_mul(7_919) % SPAN;
+    for _ in 0..SPAN {
+        let offset = (start + NEXT.fetch_add(1, Ordering::Relaxed)) % SPAN;
+        let port = u16::try_from(LOW + offset).unwrap_or(0);
+        if TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_ok() {
+            return Ok(port);
+        }
+    }
     Ok(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
         .local_addr()?
         .port())
