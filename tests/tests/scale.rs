@@ -80,6 +80,12 @@ impl Size {
     fn pods(&self) -> usize {
         self.nodes * self.claims
     }
+
+    /// Every pod, as (node, claim).
+    fn each_pod(&self) -> impl Iterator<Item = (usize, usize)> + use<> {
+        let claims = self.claims;
+        (0..self.nodes).flat_map(move |n| (0..claims).map(move |c| (n, c)))
+    }
 }
 
 fn pod_name(node: usize, claim: usize) -> String {
@@ -299,8 +305,7 @@ impl Scale {
     async fn create_objects(&self) -> anyhow::Result<()> {
         const CONCURRENT: usize = 16;
         let cluster = self.cluster();
-        let work = (0..self.size.nodes).flat_map(|n| (0..self.size.claims).map(move |c| (n, c)));
-        futures::stream::iter(work)
+        futures::stream::iter(self.size.each_pod())
             .map(|(n, c)| async move {
                 create_pod(
                     cluster,
@@ -339,9 +344,7 @@ impl Scale {
     async fn make_pods_again(&self, fleet: &HollowFleet) -> anyhow::Result<()> {
         const CONCURRENT: usize = 16;
         let cluster = self.cluster();
-        let every =
-            || (0..self.size.nodes).flat_map(|n| (0..self.size.claims).map(move |c| (n, c)));
-        futures::stream::iter(every())
+        futures::stream::iter(self.size.each_pod())
             .map(|(n, c)| async move {
                 let path = format!("/api/v1/namespaces/{NAMESPACE}/pods/{}", pod_name(n, c));
                 let (code, body) = cluster.api.send(Method::DELETE, &path, None, None).await?;
@@ -357,7 +360,7 @@ impl Scale {
         )
         .await?;
         fleet.check_running()?;
-        futures::stream::iter(every())
+        futures::stream::iter(self.size.each_pod())
             .map(|(n, c)| async move {
                 create_pod_of_claim(cluster, &node_name(n), NAMESPACE, &pod_name(n, c)).await
             })
@@ -610,7 +613,7 @@ fn ms(value: Option<f64>) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "scale: needs the e2e tools and most of a machine for half an hour; `make scale`"]
+#[ignore = "scale: needs the e2e tools and most of a machine for about an hour; `make scale`"]
 async fn kep_1432_beta_scale_bar() {
     let size = Size::from_env();
     let mut phases = Phases::new("scale", Duration::from_secs(600));
@@ -692,9 +695,7 @@ async fn kep_1432_beta_scale_bar() {
         })
         .await;
 
-    let all_pods: BTreeSet<String> = (0..nodes)
-        .flat_map(|n| (0..claims).map(move |c| pod_name(n, c)))
-        .collect();
+    let all_pods: BTreeSet<String> = scale.size.each_pod().map(|(n, c)| pod_name(n, c)).collect();
     let steady_timeout = scale.size.steady + Duration::from_secs(120);
     // A storm and its way back: every report stored each time, never refused.
     let storm_and_back = |label: &'static str| {

@@ -361,16 +361,6 @@ impl HollowFleet {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
-
-    /// The process IDs of the kubelets, for their CPU and memory.
-    pub fn kubelet_pids(&self) -> Vec<u32> {
-        self.lock_kubelets().iter().map(Process::pid).collect()
-    }
-
-    /// The driver's log's last lines, for a failed test.
-    pub fn tail(&self) -> String {
-        self.lock_plugin().tail()
-    }
 }
 
 /// Creates claim `claim` in `namespace`, bound to a new volume of `driver` whose handle is
