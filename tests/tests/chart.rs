@@ -585,6 +585,41 @@ fn repair_off_is_the_no_repair_component() {
 
 #[test]
 #[ignore = "needs helm: make chart"]
+fn the_gate_off_is_the_volume_health_off_component() {
+    let mutating = |objects: &[Value]| {
+        objects
+            .iter()
+            .find(|o| o["kind"] == "MutatingWebhookConfiguration")
+            .expect("MutatingWebhookConfiguration")
+            .to_string()
+    };
+    // On by default: drop on save would change nothing, so it has no entry.
+    assert_eq!(mutating(&template(&[])).matches(".mutate.").count(), 0);
+    for (values, extra) in [
+        ("featureGates.CSIVolumeHealth=false", &[][..]),
+        (
+            "featureGates.CSIVolumeHealth=false,repair.enabled=false",
+            &["no-repair"][..],
+        ),
+    ] {
+        let components: Vec<&str> = DEFAULT_COMPONENTS
+            .iter()
+            .copied()
+            .chain(["volume-health-off"])
+            .chain(extra.iter().copied())
+            .collect();
+        let chart = template(&["--set", values]);
+        assert_same(
+            values,
+            &chart,
+            &without_namespace(kustomize(&overlay("cert-manager", &components, ""))),
+        );
+        assert_eq!(mutating(&chart).matches(".mutate.").count(), 3, "{values}");
+    }
+}
+
+#[test]
+#[ignore = "needs helm: make chart"]
 fn the_doctor_is_the_doctor_daemonset() {
     let doctor: Vec<Value> = template(&["--set", "doctor.enabled=true"])
         .into_iter()

@@ -318,8 +318,8 @@ async fn setup() -> anyhow::Result<(ControlPlane, kube::Client, kube::Client)> {
     Ok((plane, admin, kubelet))
 }
 
-/// Each writer has reported before: the reports after are changes, which only the repair
-/// entries are sent (a first report also reaches drop on save's entries, which repair too).
+/// Each writer has reported before: the reports after are changes, whose first test in the
+/// repair entries' matchConditions is then the one a writer's resends meet.
 async fn first_reports(admin: &kube::Client, kubelet: &kube::Client) {
     for (client, path, content_type, body) in [
         (

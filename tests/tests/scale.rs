@@ -15,6 +15,10 @@
 //!   outage, not as pods scheduled one by one.
 //! - The kubelets probe health at their default period (1 minute), each on its own timer: a
 //!   storm reaches every node within a period, as it would when a backend fails for all.
+//! - The kubelets resync every pod at their default period (1 minute), not kubemark's 10 s:
+//!   each sync reads the pod's claim and volume again, so kubemark's period would put six
+//!   times a real node's reads on the apiserver. A health report does not wait for a sync
+//!   (the volume health manager hands it to the status manager, which writes at once).
 //! - The kubelet's runtime, mounter and cAdvisor are fakes (kubemark's hollow kubelet): its
 //!   volume, status and CSINode managers are the real ones, and so are its writes.
 //!
@@ -32,7 +36,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{WatchEvent, WatchParams};
 use serde_json::{Value, json};
 use volume_health_tests::cluster::{
-    AuditMark, Cluster, ControlPlane, HollowFleet, Identity, StatusWrite, bin_dir,
+    AuditMark, Cluster, ControlPlane, HollowFleet, Identity, Periods, StatusWrite, bin_dir,
     create_namespace, create_pod, create_pod_of_claim,
 };
 use volume_health_tests::phases::Phases;
@@ -43,6 +47,10 @@ const DRIVER: &str = "scale.csi.example.com";
 
 /// The kubelet's default health period (`VolumeStatsAggPeriod`).
 const DEFAULT_PROBE: Duration = Duration::from_secs(60);
+
+/// The kubelet's default pod resync period (`syncFrequency`). kubemark's 10 s would have each
+/// node GET its claims and volumes again six times as often as a real node does.
+const RESYNC: Duration = Duration::from_secs(60);
 
 /// The pods deleted after the duplicate-pair storm, with and without the pair, are gone
 /// within this (the kubelet's unmount and final status write, with the CPU busy).
@@ -669,7 +677,10 @@ async fn kep_1432_beta_scale_bar() {
                 "node",
                 nodes,
                 DRIVER,
-                scale.size.probe,
+                Periods {
+                    probe: scale.size.probe,
+                    resync: RESYNC,
+                },
                 &healthy("Start"),
             )
             .await?;

@@ -73,7 +73,10 @@ impl HollowNode {
             &node.kubeconfig,
             name,
             node.root.path(),
-            KUBELET_PROBE_PERIOD,
+            Periods {
+                probe: KUBELET_PROBE_PERIOD,
+                resync: KUBEMARK_SYNC_FREQUENCY,
+            },
         )?);
         for driver in drivers {
             let health = node.root.path().join(format!("{driver}.json"));
@@ -214,8 +217,8 @@ pub struct HollowFleet {
 }
 
 impl HollowFleet {
-    /// Starts `count` kubelets named `<prefix>-<i>` against `cluster`, probing every `probe`,
-    /// and one mock plugin of `driver` for all of them answering `answers`, in batches, and
+    /// Starts `count` kubelets named `<prefix>-<i>` against `cluster`, with `periods`, and one
+    /// mock plugin of `driver` for all of them answering `answers`, in batches, and
     /// waits until every node is Ready with the driver registered (within `ready` a batch).
     pub async fn start(
         cluster: &Cluster,
@@ -223,7 +226,7 @@ impl HollowFleet {
         prefix: &str,
         count: usize,
         driver: &str,
-        probe: Duration,
+        periods: Periods,
         answers: &Value,
     ) -> Result<Self> {
         create_csi_driver(cluster, driver).await?;
@@ -264,7 +267,7 @@ impl HollowFleet {
             for name in batch {
                 let root = fleet.roots[started].path().to_owned();
                 let kubeconfig = cluster.kubeconfig(Identity::Node(name))?;
-                let kubelet = start_kubelet(bin, cluster.dir(), &kubeconfig, name, &root, probe)?;
+                let kubelet = start_kubelet(bin, cluster.dir(), &kubeconfig, name, &root, periods)?;
                 fleet.lock_kubelets().push(kubelet);
                 started += 1;
             }
@@ -460,6 +463,19 @@ pub async fn create_pod_of_claim(
     Ok(())
 }
 
+/// kubemark's pod resync period: a pod's status is resent and its volumes processed again
+/// six times as often as on a real node, which the e2e suites' short phases need.
+const KUBEMARK_SYNC_FREQUENCY: Duration = Duration::from_secs(10);
+
+/// How often a kubelet probes volume health and syncs every pod.
+#[derive(Clone, Copy, Debug)]
+pub struct Periods {
+    /// `volumeStatsAggPeriod`: volume and storage health probes (1 minute by default).
+    pub probe: Duration,
+    /// `syncFrequency`: every pod synced again (1 minute by default).
+    pub resync: Duration,
+}
+
 /// Starts the hollow kubelet of node `name`, with its files under `root`.
 fn start_kubelet(
     bin: &Path,
@@ -467,7 +483,7 @@ fn start_kubelet(
     kubeconfig: &Path,
     name: &str,
     root: &Path,
-    probe: Duration,
+    periods: Periods,
 ) -> Result<Process> {
     Process::start(
         &format!("kubelet-{name}"),
@@ -476,7 +492,8 @@ fn start_kubelet(
             .arg(format!("--kubeconfig={}", kubeconfig.display()))
             .arg(format!("--name={name}"))
             .arg(format!("--root-dir={}", root.display()))
-            .arg(format!("--probe-period={}ms", probe.as_millis()))
+            .arg(format!("--probe-period={}ms", periods.probe.as_millis()))
+            .arg(format!("--sync-frequency={}ms", periods.resync.as_millis()))
             // The volume and CSINode managers' lines, not every sync.
             .arg("--v=2"),
     )

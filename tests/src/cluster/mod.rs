@@ -27,7 +27,7 @@ pub use api::{ADMIN, Api, User};
 pub use audit::{AuditMark, StatusWrite};
 pub use controller_manager::{ControllerManager, POLICY_STATUS_CONTROLLER};
 pub use kubelet::{
-    HollowFleet, HollowNode, KUBELET_PROBE_PERIOD, Served, create_pod, create_pod_of_claim,
+    HollowFleet, HollowNode, KUBELET_PROBE_PERIOD, Periods, Served, create_pod, create_pod_of_claim,
 };
 pub use pki::{KeyPairFiles, Pki};
 pub use plane::{ControlPlane, bound_pod, create_namespace, volume_health};

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Result, bail};
 use hyper::Method;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::storage::v1::CSINode;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
@@ -26,6 +27,9 @@ pub struct ControlPlane {
     /// What the install's components set in the admission server's environment, kept across
     /// restarts (`components/no-repair`'s switch).
     installed: Vec<(&'static str, &'static str)>,
+    /// The components whose entries the installed configurations hold; `None` until they are
+    /// installed.
+    components: Option<Vec<&'static str>>,
 }
 
 impl ControlPlane {
@@ -78,19 +82,23 @@ impl ControlPlane {
             admission,
             authorizer,
             installed,
+            components: None,
         };
         plane.set_webhook(true, env).await?;
         plane
             .admission
             .install_configurations(&plane.cluster, &components)
             .await?;
+        plane.components = Some(components);
         plane.wait_admission().await?;
         Ok(plane)
     }
 
     /// Restarts both servers with the webhook's `CSIVolumeHealth` gate as given (the manifests
     /// keep the two equal), the install's components' environment and `env` added to the
-    /// admission server's, as an operator patches the manifests.
+    /// admission server's, as an operator patches the manifests. The gate off is
+    /// `components/volume-health-off`: its drop on save entries are installed with it and
+    /// removed with it, and this waits until the apiserver calls them or no longer does.
     pub async fn set_webhook(&mut self, gate: bool, env: &[(&str, &str)]) -> Result<()> {
         let gates = format!("CSIVolumeHealth={gate}");
         let mut admission = vec![("VOLUME_HEALTH_FEATURE_GATES", gates.as_str())];
@@ -99,7 +107,50 @@ impl ControlPlane {
         self.admission.start(&admission).await?;
         self.authorizer
             .start(&[("VOLUME_HEALTH_FEATURE_GATES", &gates)])
-            .await
+            .await?;
+        // Not installed yet, or the entries already match the gate.
+        let Some(mut components) = self.components.clone() else {
+            return Ok(());
+        };
+        if components.contains(&shipped::VOLUME_HEALTH_OFF_COMPONENT) != gate {
+            return Ok(());
+        }
+        if gate {
+            components.retain(|c| *c != shipped::VOLUME_HEALTH_OFF_COMPONENT);
+        } else {
+            components.push(shipped::VOLUME_HEALTH_OFF_COMPONENT);
+        }
+        self.admission
+            .replace_configurations(&self.cluster, &components)
+            .await?;
+        self.components = Some(components);
+        self.wait_drop_on_save(!gate).await
+    }
+
+    /// Waits until a new pod report is dropped (`dropped`) or stored: the apiserver's webhook
+    /// manager has the configurations just written.
+    async fn wait_drop_on_save(&self, dropped: bool) -> Result<()> {
+        let client = self.cluster.client(Identity::Admin).await?;
+        let pods: Api<Pod> = Api::namespaced(client, PROBE_NAMESPACE);
+        let give_up = Instant::now() + Duration::from_secs(30);
+        for round in 0.. {
+            let clear = json!({"status": {"volumeHealth": null}});
+            let first = volume_health(&format!("switch {round}"));
+            for patch in [clear, first] {
+                pods.patch_status("probe", &PatchParams::default(), &Patch::Strategic(patch))
+                    .await?;
+            }
+            let stored = pods.get_status("probe").await?;
+            let health = stored.status.and_then(|s| s.volume_health);
+            if health.is_none() == dropped {
+                return Ok(());
+            }
+            if Instant::now() > give_up {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        bail!("the apiserver never applied the new configurations (drop on save {dropped})")
     }
 
     /// The shipped ValidatingWebhookConfiguration as installed: pointed at the admission
@@ -148,23 +199,47 @@ impl ControlPlane {
     /// Waits until the apiserver calls the admission webhooks: their configurations reach its
     /// webhook manager through a watch.
     async fn wait_admission(&self) -> Result<()> {
-        let ns = "webhook-probe";
         let client = self.cluster.client(Identity::Admin).await?;
-        create_namespace(&client, ns).await?;
-        let pods: Api<Pod> = Api::namespaced(client, ns);
+        create_namespace(&client, PROBE_NAMESPACE).await?;
+        let pods: Api<Pod> = Api::namespaced(client.clone(), PROBE_NAMESPACE);
         pods.create(&PostParams::default(), &bound_pod("probe", "nobody")?)
+            .await?;
+        let csinodes: Api<CSINode> = Api::all(client);
+        let csinode = json!({"metadata": {"name": "webhook-probe"}, "spec": {"drivers": []}});
+        csinodes
+            .create(&PostParams::default(), &serde_json::from_value(csinode)?)
             .await?;
         let give_up = Instant::now() + Duration::from_secs(30);
         for round in 0.. {
             let before = self.reviews().await?;
-            // Only a first report is sent (to drop on save): set and clear it in turn.
-            let patch = if round % 2 == 0 {
-                volume_health(&format!("probe {round}"))
+            // Sent in every install: a pod report to repair (two entries for one volume) to
+            // the repair entries, a changed storage report to the validating entry. Each is
+            // set and cleared in turn.
+            let (report, storage) = if round % 2 == 0 {
+                let condition = json!({"status": "Degraded", "reason": "Probe",
+                    "message": format!("probe {round}")});
+                (
+                    json!({"status": {"volumeHealth": [
+                        {"name": "vol", "healthConditions": [condition]},
+                        {"name": "vol", "healthConditions": [condition]}]}}),
+                    json!({"status": {"storageHealth": [{"name": "probe.example.com",
+                        "healthConditions": [{"status": "StorageDegraded", "reason": "Probe"}]}]}}),
+                )
             } else {
-                json!({"status": {"volumeHealth": null}})
+                (
+                    json!({"status": {"volumeHealth": null}}),
+                    json!({"status": {"storageHealth": null}}),
+                )
             };
             let _ = pods
-                .patch_status("probe", &PatchParams::default(), &Patch::Strategic(patch))
+                .patch_status("probe", &PatchParams::default(), &Patch::Merge(report))
+                .await;
+            let _ = csinodes
+                .patch_status(
+                    "webhook-probe",
+                    &PatchParams::default(),
+                    &Patch::Merge(storage),
+                )
                 .await;
             if self.reviews().await? > before {
                 return Ok(());
@@ -184,6 +259,9 @@ impl ControlPlane {
             .await
     }
 }
+
+/// The namespace of the pod the control plane probes its webhooks with.
+const PROBE_NAMESPACE: &str = "webhook-probe";
 
 /// Creates namespace `name`.
 pub async fn create_namespace(client: &kube::Client, name: &str) -> Result<()> {

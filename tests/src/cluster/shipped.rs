@@ -92,34 +92,54 @@ pub const REPAIR_ENV: &str = "VOLUME_HEALTH_REPAIR";
 /// The component that turns repair off: its server variable and the entries it removes.
 pub(crate) const NO_REPAIR_COMPONENT: &str = "components/no-repair";
 
-/// The components that add webhook entries: the file of their JSON patch and the
-/// configuration it patches.
-const ENTRY_COMPONENTS: [(&str, &str, &str); 1] = [(
-    WRITERS_COMPONENT,
-    "webhook.yaml",
-    "validatingwebhookconfigurations",
-)];
+/// The component that turns volume health off: the webhook's gate and drop on save's entries.
+pub(crate) const VOLUME_HEALTH_OFF_COMPONENT: &str = "components/volume-health-off";
 
-/// The entries a component adds to the configuration `plural` (its JSON patch's values).
-fn component_entries(component: &str, plural: &str) -> Result<Vec<Value>> {
+/// The components that add webhook entries: the file of their patch and the configuration it
+/// patches.
+const ENTRY_COMPONENTS: [(&str, &str, &str); 2] = [
+    (
+        WRITERS_COMPONENT,
+        "webhook.yaml",
+        "validatingwebhookconfigurations",
+    ),
+    (
+        VOLUME_HEALTH_OFF_COMPONENT,
+        "entries/webhooks.yaml",
+        "mutatingwebhookconfigurations",
+    ),
+];
+
+/// The entries a component adds to the configuration `plural`: a JSON patch's added values,
+/// or a strategic merge patch's entries; and whether they come first, as kustomize puts a
+/// strategic merge patch's new entries (a JSON patch's go last).
+fn component_entries(component: &str, plural: &str) -> Result<(Vec<Value>, bool)> {
     let Some((_, file, _)) = ENTRY_COMPONENTS
         .iter()
         .find(|(name, _, target)| *name == component && *target == plural)
     else {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), false));
     };
     let patch = manifest(&format!("{component}/{file}"))?;
-    let entries: Vec<Value> = patch
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|op| op["op"] == "add")
-        .map(|op| op["value"].clone())
-        .collect();
+    let first = !patch.is_array();
+    let entries: Vec<Value> = match patch.as_array() {
+        Some(operations) => operations
+            .iter()
+            .filter(|op| op["op"] == "add")
+            .map(|op| op["value"].clone())
+            .collect(),
+        None => patch["webhooks"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|entry| entry.get("$patch").is_none())
+            .cloned()
+            .collect(),
+    };
     if entries.is_empty() {
         bail!("{component}/{file}: no entry added");
     }
-    Ok(entries)
+    Ok((entries, first))
 }
 
 /// The names of the mutating entries `components/no-repair` removes (its strategic merge
@@ -144,7 +164,8 @@ fn removed_entries(component: &str, plural: &str) -> Result<Vec<String>> {
 
 /// The shipped webhook configurations (mutating, then validating) with each webhook's
 /// `clientConfig` pointed at `addr` (its path kept) and trusting `ca_pem`, with the entries of
-/// `components` (`components/pvc-health-writers`, `components/no-repair`) applied as those
+/// `components` (`components/pvc-health-writers`, `components/no-repair`,
+/// `components/volume-health-off`) applied as those
 /// components apply them: entries added or removed. Answers each object with its resource's plural.
 pub(crate) fn webhook_configurations(
     addr: SocketAddr,
@@ -167,7 +188,9 @@ pub(crate) fn webhook_configurations(
             .as_array_mut()
             .with_context(|| format!("{file}: no webhooks"))?;
         for component in components {
-            webhooks.extend(component_entries(component, plural)?);
+            let (added, first) = component_entries(component, plural)?;
+            let at = if first { 0 } else { webhooks.len() };
+            webhooks.splice(at..at, added);
             let removed = removed_entries(component, plural)?;
             webhooks.retain(|w| !removed.iter().any(|name| w["name"] == name.as_str()));
         }

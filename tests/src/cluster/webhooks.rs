@@ -204,6 +204,36 @@ impl WebhookServer {
         Ok(())
     }
 
+    /// Replaces the installed configurations with the shipped ones with the entries of
+    /// `components`, as `kubectl apply` of an overlay that adds or removes a component does.
+    pub async fn replace_configurations(
+        &self,
+        cluster: &Cluster,
+        components: &[&str],
+    ) -> Result<()> {
+        for (plural, mut configuration) in self.configurations(cluster, components)? {
+            let name = configuration["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            let path = format!("/apis/admissionregistration.k8s.io/v1/{plural}/{name}");
+            let (code, body) = cluster.api.send(Method::GET, &path, None, None).await?;
+            if code != 200 {
+                bail!("reading {plural} {name}: {code} {body}");
+            }
+            configuration["metadata"]["resourceVersion"] =
+                body["metadata"]["resourceVersion"].clone();
+            let (code, body) = cluster
+                .api
+                .send(Method::PUT, &path, Some(&configuration), None)
+                .await?;
+            if code != 200 {
+                bail!("replacing {plural} {name}: {code} {body}");
+            }
+        }
+        Ok(())
+    }
+
     /// Deletes what [`install_configurations`](Self::install_configurations) created: the
     /// cluster then has no configuration of this project's.
     pub async fn uninstall_configurations(

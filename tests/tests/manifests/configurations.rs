@@ -53,7 +53,7 @@ pub(crate) fn configurations(rendering: &Rendered) -> [(&'static str, &Value); 2
 
 #[test]
 fn webhook_configurations_follow_the_apiserver_contract() {
-    for rendering in rendered() {
+    for rendering in rendered().iter().chain(switched()) {
         let mut names = BTreeSet::new();
         for (what, configuration) in configurations(rendering) {
             let webhooks = array_at(configuration, "/webhooks");
@@ -131,6 +131,7 @@ fn only_the_writer_list_fails_closed() {
     let repairs = repair_entries();
     let all = rendered()
         .iter()
+        .chain(switched())
         .flat_map(|r| configurations(r).map(|(_, c)| c))
         .chain([&writers, &repairs]);
     for configuration in all {
@@ -146,55 +147,106 @@ fn only_the_writer_list_fails_closed() {
     }
 }
 
-#[test]
-fn every_gated_resource_is_covered_for_create_and_update_and_nothing_else() {
-    for rendering in rendered() {
-        for (what, configuration) in configurations(rendering) {
-            let webhooks = array_at(configuration, "/webhooks");
-            let covered = if what == "mutating" { GATED } else { VALIDATED };
-            for &(group, resource, sub) in covered {
-                for operation in ["CREATE", "UPDATE"] {
-                    let request = probe_request(group, resource, sub, operation);
-                    assert!(
-                        webhooks.iter().any(|w| rules_match(w, &request)),
-                        "{}: the {what} webhooks do not cover {operation} of {resource}/{sub} ({group})",
-                        rendering.name
-                    );
-                }
-                let delete = probe_request(group, resource, sub, "DELETE");
-                assert!(
-                    !webhooks.iter().any(|w| rules_match(w, &delete)),
-                    "{}: {what} covers DELETE",
-                    rendering.name
-                );
-            }
-            // Nothing else: pods themselves (the apiserver resets their status), other
-            // subresources, other resources; for validation, claims themselves.
-            let others = [
-                ("", "pods", ""),
-                ("", "pods", "ephemeralcontainers"),
-                ("", "persistentvolumes", "status"),
-                ("", "configmaps", ""),
-                ("storage.k8s.io", "csidrivers", ""),
-                ("storage.k8s.io", "volumeattachments", "status"),
-                ("coordination.k8s.io", "leases", ""),
-            ];
-            let uncovered = GATED.iter().filter(|gated| !covered.contains(gated));
-            for &(group, resource, sub) in uncovered.chain(&others) {
-                let request = probe_request(group, resource, sub, "UPDATE");
-                assert!(
-                    !webhooks.iter().any(|w| rules_match(w, &request)),
-                    "{}: the {what} webhooks must not cover {resource}/{sub} ({group})",
-                    rendering.name
-                );
-            }
+/// Asserts that `webhooks` cover `operations` of each of `covered`, never a DELETE, and
+/// nothing else: pods themselves (the apiserver resets their status), other subresources,
+/// other resources, and the gated resources outside `covered`.
+fn assert_covers(
+    what: &str,
+    webhooks: &[Value],
+    covered: &[(&'static str, &'static str, &'static str)],
+    operations: &[&'static str],
+) {
+    for &(group, resource, sub) in covered {
+        for &operation in operations {
+            let request = probe_request(group, resource, sub, operation);
+            assert!(
+                webhooks.iter().any(|w| rules_match(w, &request)),
+                "{what}: do not cover {operation} of {resource}/{sub} ({group})"
+            );
         }
+        let delete = probe_request(group, resource, sub, "DELETE");
+        assert!(
+            !webhooks.iter().any(|w| rules_match(w, &delete)),
+            "{what}: cover DELETE of {resource}/{sub} ({group})"
+        );
+    }
+    let others = [
+        ("", "pods", ""),
+        ("", "pods", "ephemeralcontainers"),
+        ("", "persistentvolumes", "status"),
+        ("", "configmaps", ""),
+        ("storage.k8s.io", "csidrivers", ""),
+        ("storage.k8s.io", "volumeattachments", "status"),
+        ("coordination.k8s.io", "leases", ""),
+    ];
+    let uncovered = GATED.iter().filter(|gated| !covered.contains(gated));
+    for &(group, resource, sub) in uncovered.chain(&others) {
+        let request = probe_request(group, resource, sub, "UPDATE");
+        assert!(
+            !webhooks.iter().any(|w| rules_match(w, &request)),
+            "{what}: must not cover {resource}/{sub} ({group})"
+        );
+    }
+}
+
+/// The status subresources, whose updates repair covers: a writer that is refused retries
+/// them; the main resources and creates carry no status a writer waits on.
+const REPAIRED: &[(&str, &str, &str)] = &[
+    ("", "pods", "status"),
+    ("", "persistentvolumeclaims", "status"),
+    ("storage.k8s.io", "csinodes", "status"),
+];
+
+#[test]
+fn each_configuration_covers_its_writes_and_nothing_else() {
+    for rendering in rendered() {
+        let [(_, mutating), (_, validating)] = configurations(rendering);
+        let name = rendering.name;
+        // With the gate on (every install), the mutating entries are repair's only.
+        assert_covers(
+            &format!("{name}: the mutating webhooks"),
+            array_at(mutating, "/webhooks"),
+            REPAIRED,
+            &["UPDATE"],
+        );
+        let create = probe_request("", "pods", "status", "CREATE");
+        assert!(
+            !array_at(mutating, "/webhooks")
+                .iter()
+                .any(|w| rules_match(w, &create)),
+            "{name}: a pod status CREATE carries no report to repair"
+        );
+        assert_covers(
+            &format!("{name}: the validating webhooks"),
+            array_at(validating, "/webhooks"),
+            VALIDATED,
+            &["CREATE", "UPDATE"],
+        );
+    }
+}
+
+#[test]
+fn the_switch_drops_every_gated_field_on_create_and_update() {
+    for switched in switched() {
+        let overlay = switched.name;
+        let [(_, mutating), _] = configurations(switched);
+        let drop: Vec<Value> = array_at(mutating, "/webhooks")
+            .iter()
+            .filter(|w| !is_repair_entry(w))
+            .cloned()
+            .collect();
+        assert_covers(
+            &format!("{overlay} with {VOLUME_HEALTH_OFF}: drop on save's entries"),
+            &drop,
+            GATED,
+            &["CREATE", "UPDATE"],
+        );
     }
 }
 
 #[test]
 fn own_namespace_is_excluded_and_every_other_namespace_is_not() {
-    for rendering in rendered() {
+    for rendering in rendered().iter().chain(switched()) {
         for (_, configuration) in configurations(rendering) {
             for webhook in array_at(configuration, "/webhooks") {
                 let name = str_at(webhook, "/name");

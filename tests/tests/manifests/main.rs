@@ -30,9 +30,10 @@ use support::server::{
 };
 use support::{
     COMPONENTS, INSTALLABLE, KUSTOMIZATIONS, NAMESPACE, PROVIDED_CERT_FILES, PROVIDED_CERTS,
-    Rendered, STATIC_INSTALLS, UNDOING_COMPONENTS, WARN, array_at, component_dirs,
-    kustomization_dirs, manifests_dir, read_manifest, read_single_manifest,
+    Rendered, STATIC_INSTALLS, UNDOING_COMPONENTS, VOLUME_HEALTH_OFF, WARN, array_at,
+    component_dirs, kustomization_dirs, manifests_dir, read_manifest, read_single_manifest,
     render_operator_overlay, render_with_components, rendered, rendering, str_at, strings_at,
+    switched,
 };
 
 mod authorizer;

@@ -542,7 +542,7 @@ fn with_repair() -> &'static Value {
     configurations(rendering("overlays/cert-manager"))[0].1
 }
 
-fn is_repair_entry(webhook: &Value) -> bool {
+pub(crate) fn is_repair_entry(webhook: &Value) -> bool {
     str_at(webhook, "/name").ends_with(".repair.volume-health.github.io")
 }
 
@@ -553,6 +553,17 @@ pub(crate) fn repair_entries() -> Value {
         .filter(|w| is_repair_entry(w))
         .collect();
     assert_eq!(entries.len(), 3, "one repair entry per resource");
+    json!({ "webhooks": entries })
+}
+
+/// Drop on save's entries, alone in a configuration: what the runtime switch adds.
+pub(crate) fn drop_on_save_entries() -> Value {
+    let [(_, mutating), _] = configurations(&switched()[0]);
+    let entries: Vec<&Value> = array_at(mutating, "/webhooks")
+        .iter()
+        .filter(|w| !is_repair_entry(w))
+        .collect();
+    assert_eq!(entries.len(), 3, "one drop on save entry per resource");
     json!({ "webhooks": entries })
 }
 
@@ -604,8 +615,10 @@ fn expectation(dispatch: &Dispatch) -> Expect {
 
 #[test]
 fn admission_match_conditions_send_only_the_requests_that_matter() {
+    // Mutating: with the runtime switch on, drop on save's entries beside repair's (the base
+    // has repair's alone: the_repair_entries_get_only_changed_reports_with_something_to_repair).
     let cases = admission_cases();
-    for rendering in rendered() {
+    for rendering in switched() {
         let [(_, mutating), (_, validating)] = configurations(rendering);
         let mut failures = Vec::new();
         for case in &cases {
@@ -633,9 +646,12 @@ fn admission_cases_cover_every_webhook_and_both_decisions() {
     let rendering = rendering("base");
     let writers = writers_entry();
     let repairs = repair_entries();
-    let configurations = configurations(rendering)
-        .into_iter()
-        .chain([("writer list", &writers), ("repair", &repairs)]);
+    let drops = drop_on_save_entries();
+    let configurations = configurations(rendering).into_iter().chain([
+        ("writer list", &writers),
+        ("repair", &repairs),
+        ("drop on save", &drops),
+    ]);
     let requests: Vec<AdmissionRequest> = admission_cases()
         .into_iter()
         .map(|c| c.request)
@@ -712,9 +728,12 @@ fn match_conditions_never_error_whatever_the_object_shape() {
         let rendering = rendering("base");
         let writers = writers_entry();
         let repairs = repair_entries();
-        let configurations = configurations(rendering)
-            .into_iter()
-            .chain([("writer list", &writers), ("repair", &repairs)]);
+        let drops = drop_on_save_entries();
+        let configurations = configurations(rendering).into_iter().chain([
+            ("writer list", &writers),
+            ("repair", &repairs),
+            ("drop on save", &drops),
+        ]);
         for (_, configuration) in configurations {
             for webhook in array_at(configuration, "/webhooks") {
                 let single = json!({"webhooks": [webhook]});
@@ -828,6 +847,7 @@ fn match_conditions_use_only_cel_that_kubernetes_and_the_interpreter_share() {
     let repairs = repair_entries();
     let configurations = rendered()
         .iter()
+        .chain(switched())
         .flat_map(|rendering| {
             configurations(rendering)
                 .into_iter()

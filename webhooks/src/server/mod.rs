@@ -222,6 +222,15 @@ impl Server {
             gates = %config.settings.gates,
             "serving"
         );
+        if !config.settings.gates.csi_volume_health {
+            // Off is Kubernetes' default for an alpha gate, and drop on save acts only on what
+            // the apiserver sends: its entries are installed with the switch, not with the base.
+            tracing::warn!(
+                "CSIVolumeHealth is off: /mutate drops new values of the gated fields and nodes may not \
+                 write csinodes/status; the apiserver sends drop on save only through the entries of \
+                 components/volume-health-off (the chart: featureGates.CSIVolumeHealth=false)"
+            );
+        }
         let app = router(&config.settings, metrics.clone());
         let health_app = health::router(readiness.clone(), metrics.clone());
         let timeouts = Timeouts {

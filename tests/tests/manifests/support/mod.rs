@@ -62,11 +62,15 @@ pub(crate) const COMPONENTS: &[&str] = &[
     "components/pvc-health-writers",
     "components/repair",
     "components/client-ca",
+    "components/volume-health-off",
 ];
 
 /// Components that undo what the base or another component sets, rendered on their own:
 /// `no-repair` removes the base's repair entries.
 pub(crate) const UNDOING_COMPONENTS: &[&str] = &["components/no-repair"];
+
+/// The runtime switch: the webhook's gate off and drop on save's entries.
+pub(crate) const VOLUME_HEALTH_OFF: &str = "components/volume-health-off";
 
 /// The native policies' component: generated, rendered and checked by `native_policies.rs`.
 pub(crate) const NATIVE_POLICIES: &str = "components/native-policies";
@@ -174,6 +178,21 @@ pub(crate) fn rendered() -> &'static [Rendered] {
                     kustomize(&manifests_dir().join(name))
                 };
                 Rendered { name, objects }
+            })
+            .collect()
+    })
+}
+
+/// Every installable overlay rendered with the runtime switch (`components/volume-health-off`)
+/// added, as an operator turns volume health off.
+pub(crate) fn switched() -> &'static [Rendered] {
+    static SWITCHED: OnceLock<Vec<Rendered>> = OnceLock::new();
+    SWITCHED.get_or_init(|| {
+        INSTALLABLE
+            .iter()
+            .map(|&name| Rendered {
+                name,
+                objects: render_with_components(name, &[VOLUME_HEALTH_OFF]),
             })
             .collect()
     })

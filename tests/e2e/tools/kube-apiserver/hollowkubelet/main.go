@@ -5,6 +5,10 @@
 //
 //   - the CSIVolumeHealth gate on (kubemark has no --feature-gates, and the gate is alpha);
 //   - a health probe period of the test's choice (kubemark fixes VolumeStatsAggPeriod at 1m);
+//   - a pod resync period of the test's choice (kubemark fixes SyncFrequency at 10s, a real
+//     kubelet defaults to 1m): each pod sync GETs the pod's claims and volumes again
+//     (WaitForAttachAndMount reprocesses the pod), which at 100 nodes is most of the
+//     apiserver's load;
 //   - every file under a root directory of the test's choice, kept short because Unix socket
 //     paths must stay under 108 bytes;
 //   - no kubelet server and no healthz port (nothing listens on the network), the fake image
@@ -43,25 +47,26 @@ import (
 func main() {
 	var (
 		kubeconfig, nodeName, root string
-		probe                      time.Duration
+		probe, resync              time.Duration
 	)
 	klog.InitFlags(nil)
 	flag.StringVar(&kubeconfig, "kubeconfig", "", "the node's kubeconfig")
 	flag.StringVar(&nodeName, "name", "", "the node's name")
 	flag.StringVar(&root, "root-dir", "", "the kubelet's root directory (short: sockets live under it)")
 	flag.DurationVar(&probe, "probe-period", time.Second, "how often volume and storage health are probed (VolumeStatsAggPeriod)")
+	flag.DurationVar(&resync, "sync-frequency", 10*time.Second, "how often every pod is synced (SyncFrequency; kubemark's 10s by default)")
 	flag.Parse()
 	if kubeconfig == "" || nodeName == "" || root == "" {
 		fmt.Fprintln(os.Stderr, "hollowkubelet: --kubeconfig, --name and --root-dir are required")
 		os.Exit(2)
 	}
-	if err := run(kubeconfig, nodeName, root, probe); err != nil {
+	if err := run(kubeconfig, nodeName, root, probe, resync); err != nil {
 		fmt.Fprintf(os.Stderr, "hollowkubelet: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(kubeconfig, nodeName, root string, probe time.Duration) error {
+func run(kubeconfig, nodeName, root string, probe, resync time.Duration) error {
 	// The volume manager creates the health manager only with the gate on, and reads it when
 	// it is built: set it first.
 	if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(map[string]bool{string(features.CSIVolumeHealth): true}); err != nil {
@@ -88,7 +93,7 @@ func run(kubeconfig, nodeName, root string, probe time.Duration) error {
 	if err != nil {
 		return err
 	}
-	flags, config, err := configuration(nodeName, root, probe)
+	flags, config, err := configuration(nodeName, root, probe, resync)
 	if err != nil {
 		return err
 	}
@@ -126,7 +131,7 @@ func run(kubeconfig, nodeName, root string, probe time.Duration) error {
 }
 
 // configuration is kubemark's GetHollowKubeletConfig with the changes in the package comment.
-func configuration(nodeName, root string, probe time.Duration) (*options.KubeletFlags, *kubeletconfig.KubeletConfiguration, error) {
+func configuration(nodeName, root string, probe, resync time.Duration) (*options.KubeletFlags, *kubeletconfig.KubeletConfiguration, error) {
 	f := options.NewKubeletFlags()
 	f.RootDirectory = root
 	f.HostnameOverride = nodeName
@@ -149,7 +154,7 @@ func configuration(nodeName, root string, probe time.Duration) (*options.Kubelet
 	c.HTTPCheckFrequency.Duration = 20 * time.Second
 	c.NodeStatusUpdateFrequency.Duration = 10 * time.Second
 	c.NodeStatusReportFrequency.Duration = 5 * time.Minute
-	c.SyncFrequency.Duration = 10 * time.Second
+	c.SyncFrequency.Duration = resync
 	c.EvictionPressureTransitionPeriod.Duration = 5 * time.Minute
 	c.MaxPods = 110
 	c.PodsPerCore = 0
