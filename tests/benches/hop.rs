@@ -11,10 +11,11 @@
 //!   baseline pod's changed report, and the same write of a third pod selected by the native
 //!   policies' bindings (drop on save with an `objectSelector`): the apiserver evaluating the
 //!   policies in process;
-//! - a change of the kubelet's CSINode `storageHealth` (sent to `/validate`, the storage
-//!   condition identity rule). CSINode is cluster-scoped, so no namespace leaves one out: its
-//!   baseline is the same write in alternating blocks with the validating configuration
-//!   deleted, each block starting once the apiserver has seen the change.
+//! - a change of a CSINode's `storageHealth` by a writer other than its node (sent to
+//!   `/validate`, the storage condition identity rule). CSINode is cluster-scoped, so no
+//!   namespace leaves one out: its baseline is the same write in alternating blocks with the
+//!   validating configuration deleted, each block starting once the apiserver has seen the
+//!   change. The kubelet's own changes, interleaved, are never sent (counted).
 //!
 //! The pod series are written in rotating order in every round, on the same apiserver, node
 //! and connection, so that machine noise hits each alike. Prints p50 and p99 of each series,
@@ -250,14 +251,19 @@ async fn main() {
         "a changed pod report was sent to the webhooks"
     );
 
-    let (csinode, csinode_reviews) = csinode_series(&plane, &kubelet, warmup, writes).await;
+    let (csinode, csinode_reviews, kubelet_reviews) =
+        csinode_series(&plane, &admin, &kubelet, warmup, writes).await;
+    assert_eq!(
+        kubelet_reviews, 0.0,
+        "a kubelet's storage report was sent to the webhooks"
+    );
 
     println!(
         "apiserver hop: {writes} writes of each series, sequential, by the kubelet through kube-rs"
     );
     println!(
-        "  reviews: {} for {writes} first reports, {} for {writes} changed pod reports, {} for {writes} CSINode changes",
-        reviews_of[0], reviews_of[1], csinode_reviews
+        "  reviews: {} for {writes} first reports, {} for {writes} changed pod reports, {} for {writes} CSINode changes by another writer, {} for the kubelet's",
+        reviews_of[0], reviews_of[1], csinode_reviews, kubelet_reviews
     );
     for series in first.iter().chain(&changed).chain(&csinode) {
         series.print();
@@ -265,23 +271,29 @@ async fn main() {
     first[0].compare("a first report, not sent", &first[1]);
     changed[0].compare("changed report, not sent", &changed[1]);
     changed[2].compare("native policies", &changed[1]);
-    csinode[0].compare("hop of a CSINode change (/validate)", &csinode[1]);
+    csinode[0].compare(
+        "hop of another writer's CSINode change (/validate)",
+        &csinode[1],
+    );
 }
 
-/// A kubelet's changes of its CSINode's `storageHealth`, in alternating blocks with the
-/// shipped validating configuration installed and deleted; answers the two series and the
-/// reviews the installed blocks cost.
+/// Changes of the kubelet's CSINode's `storageHealth` by another writer (`admin`), in
+/// alternating blocks with the shipped validating configuration installed and deleted;
+/// answers the two series, the reviews the installed blocks cost, and those of the kubelet's
+/// own changes, one after each block's writes.
 async fn csinode_series(
     plane: &ControlPlane,
+    admin: &kube::Client,
     kubelet: &kube::Client,
     warmup: usize,
     writes: usize,
-) -> ([Series; 2], f64) {
-    let nodes: Api<CSINode> = Api::all(kubelet.clone());
+) -> ([Series; 2], f64, f64) {
+    let own: Api<CSINode> = Api::all(kubelet.clone());
     let node: CSINode = serde_json::from_value(json!({"metadata": {"name": NODE},
         "spec": {"drivers": [{"name": DRIVER, "nodeID": NODE, "topologyKeys": []}]}}))
     .unwrap();
-    nodes.create(&PostParams::default(), &node).await.unwrap();
+    own.create(&PostParams::default(), &node).await.unwrap();
+    let nodes: Api<CSINode> = Api::all(admin.clone());
     let configuration = plane.validating_configuration().unwrap();
     let params = PatchParams::default();
     let mut round = 0;
@@ -292,18 +304,18 @@ async fn csinode_series(
         } else {
             "PoolSlow"
         };
-        let patch = Patch::Merge(json!({"status": {"storageHealth": [{"name": DRIVER,
-            "healthConditions": [{"status": "StorageDegraded", "reason": reason}]}]}}));
-        timed(nodes.patch_status(NODE, &params, &patch)).await.1
+        timed(nodes.patch_status(NODE, &params, &storage_report(reason)))
+            .await
+            .1
     };
     for _ in 0..warmup {
         write().await;
     }
     let mut series = [
-        Series::new("CSINode change, sent to /validate"),
+        Series::new("CSINode change by another writer, sent to /validate"),
         Series::new("CSINode change, configuration deleted (baseline)"),
     ];
-    let mut sent = 0.0;
+    let (mut sent, mut kubelet_sent) = (0.0, 0.0);
     let blocks = 10;
     for block in 0..2 * blocks {
         let installed = block % 2 == 0;
@@ -327,12 +339,22 @@ async fn csinode_series(
         }
         if installed {
             sent += plane.reviews().await.unwrap() - before;
+            let before = plane.reviews().await.unwrap();
+            let report = storage_report(&format!("Kubelet{block}"));
+            own.patch_status(NODE, &params, &report).await.unwrap();
+            kubelet_sent += plane.reviews().await.unwrap() - before;
             plane.delete_validating_configuration().await.unwrap();
         } else {
             plane.create_configuration(&configuration).await.unwrap();
         }
     }
-    (series, sent)
+    (series, sent, kubelet_sent)
+}
+
+/// A report of `DRIVER`'s storage, degraded for `reason`.
+fn storage_report(reason: &str) -> Patch<Value> {
+    Patch::Merge(json!({"status": {"storageHealth": [{"name": DRIVER,
+        "healthConditions": [{"status": "StorageDegraded", "reason": reason}]}]}}))
 }
 
 /// Waits until the apiserver applies the drop-on-save bindings: a new volumeHealth of a

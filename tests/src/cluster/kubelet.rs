@@ -276,6 +276,11 @@ impl HollowFleet {
         Ok(fleet)
     }
 
+    /// The kubelets' process IDs, to read their CPU time from `/proc`.
+    pub fn kubelet_pids(&self) -> Vec<u32> {
+        self.lock_kubelets().iter().map(Process::pid).collect()
+    }
+
     fn lock_kubelets(&self) -> std::sync::MutexGuard<'_, Vec<Process>> {
         self.kubelets
             .lock()
@@ -495,7 +500,10 @@ fn start_kubelet(
             .arg(format!("--probe-period={}ms", periods.probe.as_millis()))
             .arg(format!("--sync-frequency={}ms", periods.resync.as_millis()))
             // The volume and CSINode managers' lines, not every sync.
-            .arg("--v=2"),
+            .arg("--v=2")
+            // One scheduler thread: a real kubelet has its node's cores, while here a hundred
+            // share two, and each one's idle threads spinning for work would take from all.
+            .env("GOMAXPROCS", "1"),
     )
 }
 

@@ -97,7 +97,7 @@ pub(crate) const VOLUME_HEALTH_OFF_COMPONENT: &str = "components/volume-health-o
 
 /// The components that add webhook entries: the file of their patch and the configuration it
 /// patches.
-const ENTRY_COMPONENTS: [(&str, &str, &str); 2] = [
+const ENTRY_COMPONENTS: [(&str, &str, &str); 3] = [
     (
         WRITERS_COMPONENT,
         "webhook.yaml",
@@ -107,6 +107,11 @@ const ENTRY_COMPONENTS: [(&str, &str, &str); 2] = [
         VOLUME_HEALTH_OFF_COMPONENT,
         "entries/webhooks.yaml",
         "mutatingwebhookconfigurations",
+    ),
+    (
+        VOLUME_HEALTH_OFF_COMPONENT,
+        "entries/validating.yaml",
+        "validatingwebhookconfigurations",
     ),
 ];
 

@@ -156,105 +156,115 @@ enum Expect {
     Ignore,
 }
 
+/// One write, and where the apiserver sends it: `mutate` and `validate` with the runtime
+/// switch on (components/volume-health-off), `validate_on` with the gate on (the base's
+/// mutating entries, repair's, never get a valid report).
 struct AdmissionCase {
     what: &'static str,
     request: AdmissionRequest,
     mutate: Expect,
     validate: Expect,
+    validate_on: Expect,
 }
 
 #[rustfmt::skip]
 fn admission_cases() -> Vec<AdmissionCase> {
     use Expect::{Ignore, Skip};
-    let case = |what, request, mutate, validate| AdmissionCase { what, request, mutate, validate };
+    let case = |what, request, mutate, validate, validate_on| AdmissionCase { what, request, mutate, validate, validate_on };
     vec![
         // Pods: the kubelet's status updates are the most frequent writes in a cluster. In-tree
         // answers every rule of volumeHealth; only drop on save (a first report) is sent.
         case("kubelet updates pod status, no volume health on either side",
-             write(POD_STATUS, "apps", "UPDATE", KUBELET, Some(pod(None)), Some(pod(None))), Skip, Skip),
+             write(POD_STATUS, "apps", "UPDATE", KUBELET, Some(pod(None)), Some(pod(None))), Skip, Skip, Skip),
         case("kubelet adds volume health to a pod",
-             write(POD_STATUS, "apps", "UPDATE", KUBELET, Some(pod(None)), Some(pod(Some(&["SlowIO"])))), Ignore, Skip),
+             write(POD_STATUS, "apps", "UPDATE", KUBELET, Some(pod(None)), Some(pod(Some(&["SlowIO"])))), Ignore, Skip, Skip),
         case("kubelet changes a pod's volume health (in use: nothing to drop)",
-             write(POD_STATUS, "apps", "UPDATE", KUBELET, Some(pod(Some(&["SlowIO"]))), Some(pod(Some(&["Unreachable"])))), Skip, Skip),
+             write(POD_STATUS, "apps", "UPDATE", KUBELET, Some(pod(Some(&["SlowIO"]))), Some(pod(Some(&["Unreachable"])))), Skip, Skip, Skip),
         case("kubelet removes a pod's volume health",
-             write(POD_STATUS, "apps", "UPDATE", KUBELET, Some(pod(Some(&["SlowIO"]))), Some(pod(None))), Skip, Skip),
+             write(POD_STATUS, "apps", "UPDATE", KUBELET, Some(pod(Some(&["SlowIO"]))), Some(pod(None))), Skip, Skip, Skip),
         case("kubelet updates container states of a pod with volume health (report unchanged)",
-             write(POD_STATUS, "apps", "UPDATE", KUBELET, Some(pod(Some(&["SlowIO"]))), Some(pod(Some(&["SlowIO"])))), Skip, Skip),
+             write(POD_STATUS, "apps", "UPDATE", KUBELET, Some(pod(Some(&["SlowIO"]))), Some(pod(Some(&["SlowIO"])))), Skip, Skip, Skip),
         case("another node writes volume health into a pod not bound to it (NodeRestriction's job)",
-             write(POD_STATUS, "apps", "UPDATE", OTHER_KUBELET, Some(pod(None)), Some(pod(Some(&["SlowIO"])))), Ignore, Skip),
+             write(POD_STATUS, "apps", "UPDATE", OTHER_KUBELET, Some(pod(None)), Some(pod(Some(&["SlowIO"])))), Ignore, Skip, Skip),
         case("another node updates a pod's status without volume health (NodeRestriction's job)",
-             write(POD_STATUS, "apps", "UPDATE", OTHER_KUBELET, Some(pod(None)), Some(pod(None))), Skip, Skip),
+             write(POD_STATUS, "apps", "UPDATE", OTHER_KUBELET, Some(pod(None)), Some(pod(None))), Skip, Skip, Skip),
         case("an empty old volumeHealth list is not in use",
-             write(POD_STATUS, "apps", "UPDATE", KUBELET, Some(pod(Some(&[]))), Some(pod(Some(&["SlowIO"])))), Ignore, Skip),
+             write(POD_STATUS, "apps", "UPDATE", KUBELET, Some(pod(Some(&[]))), Some(pod(Some(&["SlowIO"])))), Ignore, Skip, Skip),
         case("a controller updates pod status without volume health",
-             write(POD_STATUS, "apps", "UPDATE", ADMIN, Some(pod(None)), Some(pod(None))), Skip, Skip),
+             write(POD_STATUS, "apps", "UPDATE", ADMIN, Some(pod(None)), Some(pod(None))), Skip, Skip, Skip),
         case("volume health in the webhooks' own namespace is never sent",
-             write(POD_STATUS, "volume-health", "UPDATE", KUBELET, Some(pod(None)), Some(pod(Some(&["SlowIO"])))), Skip, Skip),
+             write(POD_STATUS, "volume-health", "UPDATE", KUBELET, Some(pod(None)), Some(pod(Some(&["SlowIO"])))), Skip, Skip, Skip),
         case("creating a pod (the apiserver resets its status)",
-             write(POD, "apps", "CREATE", ADMIN, None, Some(pod(Some(&["SlowIO"])))), Skip, Skip),
+             write(POD, "apps", "CREATE", ADMIN, None, Some(pod(Some(&["SlowIO"])))), Skip, Skip, Skip),
 
         // PVCs: without a writer list (components/pvc-health-writers), only drop on save.
         case("the resizer updates PVC status without health status",
-             write(PVC_STATUS, "apps", "UPDATE", RESIZER, Some(pvc(None)), Some(pvc(None))), Skip, Skip),
+             write(PVC_STATUS, "apps", "UPDATE", RESIZER, Some(pvc(None)), Some(pvc(None))), Skip, Skip, Skip),
         case("the health monitor adds health status",
-             write(PVC_STATUS, "apps", "UPDATE", HEALTH_MONITOR, Some(pvc(None)), Some(pvc(Some(&["SlowIO"])))), Ignore, Skip),
+             write(PVC_STATUS, "apps", "UPDATE", HEALTH_MONITOR, Some(pvc(None)), Some(pvc(Some(&["SlowIO"])))), Ignore, Skip, Skip),
         case("the health monitor changes health status (in use: nothing to drop)",
-             write(PVC_STATUS, "apps", "UPDATE", HEALTH_MONITOR, Some(pvc(Some(&["SlowIO"]))), Some(pvc(Some(&["Unreachable"])))), Skip, Skip),
+             write(PVC_STATUS, "apps", "UPDATE", HEALTH_MONITOR, Some(pvc(Some(&["SlowIO"]))), Some(pvc(Some(&["Unreachable"])))), Skip, Skip, Skip),
         case("the health monitor removes health status",
-             write(PVC_STATUS, "apps", "UPDATE", HEALTH_MONITOR, Some(pvc(Some(&["SlowIO"]))), Some(pvc(None))), Skip, Skip),
+             write(PVC_STATUS, "apps", "UPDATE", HEALTH_MONITOR, Some(pvc(Some(&["SlowIO"]))), Some(pvc(None))), Skip, Skip, Skip),
         case("an empty healthStatus object counts as set",
-             write(PVC_STATUS, "apps", "UPDATE", HEALTH_MONITOR, Some(pvc(None)), Some(pvc(Some(&[])))), Ignore, Skip),
+             write(PVC_STATUS, "apps", "UPDATE", HEALTH_MONITOR, Some(pvc(None)), Some(pvc(Some(&[])))), Ignore, Skip, Skip),
         case("an empty old healthStatus object is in use",
-             write(PVC_STATUS, "apps", "UPDATE", HEALTH_MONITOR, Some(pvc(Some(&[]))), Some(pvc(Some(&["SlowIO"])))), Skip, Skip),
+             write(PVC_STATUS, "apps", "UPDATE", HEALTH_MONITOR, Some(pvc(Some(&[]))), Some(pvc(Some(&["SlowIO"])))), Skip, Skip, Skip),
         case("a node writes health status (NodeRestriction refuses it first)",
-             write(PVC_STATUS, "apps", "UPDATE", KUBELET, Some(pvc(None)), Some(pvc(Some(&["SlowIO"])))), Ignore, Skip),
+             write(PVC_STATUS, "apps", "UPDATE", KUBELET, Some(pvc(None)), Some(pvc(Some(&["SlowIO"])))), Ignore, Skip, Skip),
         case("a node updates PVC status without health status",
-             write(PVC_STATUS, "apps", "UPDATE", KUBELET, Some(pvc(None)), Some(pvc(None))), Skip, Skip),
+             write(PVC_STATUS, "apps", "UPDATE", KUBELET, Some(pvc(None)), Some(pvc(None))), Skip, Skip, Skip),
         case("creating a PVC with health status (dropped while gated; the apiserver resets status)",
-             write(PVC, "apps", "CREATE", ADMIN, None, Some(pvc(Some(&["SlowIO"])))), Ignore, Skip),
+             write(PVC, "apps", "CREATE", ADMIN, None, Some(pvc(Some(&["SlowIO"])))), Ignore, Skip, Skip),
         case("creating a PVC without health status (no old object)",
-             write(PVC, "apps", "CREATE", ADMIN, None, Some(pvc(None))), Skip, Skip),
+             write(PVC, "apps", "CREATE", ADMIN, None, Some(pvc(None))), Skip, Skip, Skip),
         case("resizing a PVC that has health status (the stored status is kept: no rule applies)",
-             write(PVC, "apps", "UPDATE", ADMIN, Some(pvc(Some(&["SlowIO"]))), Some(pvc(Some(&["SlowIO"])))), Skip, Skip),
+             write(PVC, "apps", "UPDATE", ADMIN, Some(pvc(Some(&["SlowIO"]))), Some(pvc(Some(&["SlowIO"])))), Skip, Skip, Skip),
         case("health status in the webhooks' own namespace is never sent",
-             write(PVC_STATUS, "volume-health", "UPDATE", HEALTH_MONITOR, Some(pvc(None)), Some(pvc(Some(&["SlowIO"])))), Skip, Skip),
+             write(PVC_STATUS, "volume-health", "UPDATE", HEALTH_MONITOR, Some(pvc(None)), Some(pvc(Some(&["SlowIO"])))), Skip, Skip, Skip),
         case("deleting a PVC",
-             write(PVC, "apps", "DELETE", ADMIN, Some(pvc(Some(&["SlowIO"]))), None), Skip, Skip),
+             write(PVC, "apps", "DELETE", ADMIN, Some(pvc(Some(&["SlowIO"]))), None), Skip, Skip, Skip),
 
         // CSINodes: cluster-scoped. Only a change of storageHealth can meet the project's
-        // own rule; the name rules are NodeRestriction's and the Node authorizer's.
+        // own rule; the name rules are NodeRestriction's and the Node authorizer's. A node's
+        // own change is sent only with the gate off (the switch's 403): with it on, in-tree
+        // answers every rule a node's write can meet.
         case("kubelet creates its CSINode (no status at all, no old object)",
-             write(CSINODE, "", "CREATE", KUBELET, None, Some(csinode("node-1", None))), Skip, Skip),
+             write(CSINODE, "", "CREATE", KUBELET, None, Some(csinode("node-1", None))), Skip, Skip, Skip),
         case("kubelet registers a driver in its CSINode",
-             write(CSINODE, "", "UPDATE", KUBELET, Some(csinode("node-1", None)), Some(csinode("node-1", None))), Skip, Skip),
+             write(CSINODE, "", "UPDATE", KUBELET, Some(csinode("node-1", None)), Some(csinode("node-1", None))), Skip, Skip, Skip),
         case("kubelet writes another node's CSINode (NodeRestriction's job)",
-             write(CSINODE, "", "UPDATE", KUBELET, Some(csinode("node-2", None)), Some(csinode("node-2", None))), Skip, Skip),
+             write(CSINODE, "", "UPDATE", KUBELET, Some(csinode("node-2", None)), Some(csinode("node-2", None))), Skip, Skip, Skip),
         case("kubelet writes csinodes/status without storage health",
-             write(CSINODE_STATUS, "", "UPDATE", KUBELET, Some(csinode("node-1", None)), Some(csinode("node-1", Some(&[])))), Skip, Skip),
+             write(CSINODE_STATUS, "", "UPDATE", KUBELET, Some(csinode("node-1", None)), Some(csinode("node-1", Some(&[])))), Skip, Skip, Skip),
         case("kubelet adds storage health",
-             write(CSINODE_STATUS, "", "UPDATE", KUBELET, Some(csinode("node-1", None)), Some(csinode("node-1", Some(&["Flaky"])))), Ignore, Ignore),
+             write(CSINODE_STATUS, "", "UPDATE", KUBELET, Some(csinode("node-1", None)), Some(csinode("node-1", Some(&["Flaky"])))), Ignore, Ignore, Skip),
         case("kubelet changes storage health (in use: nothing to drop)",
-             write(CSINODE_STATUS, "", "UPDATE", KUBELET, Some(csinode("node-1", Some(&["Flaky"]))), Some(csinode("node-1", Some(&["Down"])))), Skip, Ignore),
+             write(CSINODE_STATUS, "", "UPDATE", KUBELET, Some(csinode("node-1", Some(&["Flaky"]))), Some(csinode("node-1", Some(&["Down"])))), Skip, Ignore, Skip),
         case("kubelet rewrites an unchanged storage health report",
-             write(CSINODE_STATUS, "", "UPDATE", KUBELET, Some(csinode("node-1", Some(&["Flaky"]))), Some(csinode("node-1", Some(&["Flaky"])))), Skip, Skip),
+             write(CSINODE_STATUS, "", "UPDATE", KUBELET, Some(csinode("node-1", Some(&["Flaky"]))), Some(csinode("node-1", Some(&["Flaky"])))), Skip, Skip, Skip),
         case("kubelet removes storage health",
-             write(CSINODE_STATUS, "", "UPDATE", KUBELET, Some(csinode("node-1", Some(&["Flaky"]))), Some(csinode("node-1", None))), Skip, Ignore),
+             write(CSINODE_STATUS, "", "UPDATE", KUBELET, Some(csinode("node-1", Some(&["Flaky"]))), Some(csinode("node-1", None))), Skip, Ignore, Skip),
         case("kubelet creates its CSINode with storage health (dropped while gated)",
-             write(CSINODE, "", "CREATE", KUBELET, None, Some(csinode("node-1", Some(&["Flaky"])))), Ignore, Skip),
+             write(CSINODE, "", "CREATE", KUBELET, None, Some(csinode("node-1", Some(&["Flaky"])))), Ignore, Skip, Skip),
         case("kubelet unregisters a driver whose storage health stays",
-             write(CSINODE, "", "UPDATE", KUBELET, Some(csinode("node-1", Some(&["Flaky"]))), Some(csinode("node-1", Some(&["Flaky"])))), Skip, Skip),
+             write(CSINODE, "", "UPDATE", KUBELET, Some(csinode("node-1", Some(&["Flaky"]))), Some(csinode("node-1", Some(&["Flaky"])))), Skip, Skip, Skip),
         case("an admin updates a CSINode that has storage health",
-             write(CSINODE, "", "UPDATE", ADMIN, Some(csinode("node-1", Some(&["Flaky"]))), Some(csinode("node-1", Some(&["Flaky"])))), Skip, Skip),
+             write(CSINODE, "", "UPDATE", ADMIN, Some(csinode("node-1", Some(&["Flaky"]))), Some(csinode("node-1", Some(&["Flaky"])))), Skip, Skip, Skip),
         case("an admin adds storage health",
-             write(CSINODE_STATUS, "", "UPDATE", ADMIN, Some(csinode("node-1", None)), Some(csinode("node-1", Some(&["Flaky"])))), Ignore, Ignore),
+             write(CSINODE_STATUS, "", "UPDATE", ADMIN, Some(csinode("node-1", None)), Some(csinode("node-1", Some(&["Flaky"])))), Ignore, Ignore, Ignore),
         case("an admin updates a CSINode without storage health",
-             write(CSINODE, "", "UPDATE", ADMIN, Some(csinode("node-1", None)), Some(csinode("node-1", None))), Skip, Skip),
+             write(CSINODE, "", "UPDATE", ADMIN, Some(csinode("node-1", None)), Some(csinode("node-1", None))), Skip, Skip, Skip),
+        case("a user named like a node but outside system:nodes changes storage health: not a node",
+             write(CSINODE_STATUS, "", "UPDATE", NODE_NAMED_USER, Some(csinode("node-1", Some(&["Flaky"]))), Some(csinode("node-1", Some(&["Down"])))), Skip, Ignore, Ignore),
+        case("a user named like a node with no groups changes storage health: not a node",
+             write(CSINODE_STATUS, "", "UPDATE", GROUPLESS_NODE_NAME, Some(csinode("node-1", Some(&["Flaky"]))), Some(csinode("node-1", Some(&["Down"])))), Skip, Ignore, Ignore),
         case("a user named like a node but outside system:nodes is not a node",
-             write(CSINODE, "", "UPDATE", NODE_NAMED_USER, Some(csinode("node-1", None)), Some(csinode("node-1", None))), Skip, Skip),
+             write(CSINODE, "", "UPDATE", NODE_NAMED_USER, Some(csinode("node-1", None)), Some(csinode("node-1", None))), Skip, Skip, Skip),
         case("a user named like a node with no groups at all is not a node",
-             write(CSINODE, "", "UPDATE", GROUPLESS_NODE_NAME, Some(csinode("node-1", None)), Some(csinode("node-1", None))), Skip, Skip),
+             write(CSINODE, "", "UPDATE", GROUPLESS_NODE_NAME, Some(csinode("node-1", None)), Some(csinode("node-1", None))), Skip, Skip, Skip),
         case("kubelet deletes its CSINode",
-             write(CSINODE, "", "DELETE", KUBELET, Some(csinode("node-1", Some(&["Flaky"]))), None), Skip, Skip),
+             write(CSINODE, "", "DELETE", KUBELET, Some(csinode("node-1", Some(&["Flaky"]))), None), Skip, Skip, Skip),
     ]
 }
 
@@ -567,6 +577,18 @@ pub(crate) fn drop_on_save_entries() -> Value {
     json!({ "webhooks": entries })
 }
 
+/// The validating entries the runtime switch adds (nodes' storage reports), alone.
+pub(crate) fn switch_validating_entries() -> Value {
+    let [_, (_, validating)] = configurations(&switched()[0]);
+    let [_, (_, base)] = configurations(rendering(switched()[0].name));
+    let entries: Vec<&Value> = array_at(validating, "/webhooks")
+        .iter()
+        .filter(|w| !array_at(base, "/webhooks").contains(w))
+        .collect();
+    assert_eq!(entries.len(), 1, "one validating entry for nodes' reports");
+    json!({ "webhooks": entries })
+}
+
 #[test]
 fn the_repair_entries_get_only_changed_reports_with_something_to_repair() {
     let entries = repair_entries();
@@ -615,29 +637,39 @@ fn expectation(dispatch: &Dispatch) -> Expect {
 
 #[test]
 fn admission_match_conditions_send_only_the_requests_that_matter() {
-    // Mutating: with the runtime switch on, drop on save's entries beside repair's (the base
-    // has repair's alone: the_repair_entries_get_only_changed_reports_with_something_to_repair).
     let cases = admission_cases();
+    let mut failures = Vec::new();
+    // The runtime switch on: drop on save's entries beside repair's, and the node's own
+    // storage changes sent to /validate.
     for rendering in switched() {
         let [(_, mutating), (_, validating)] = configurations(rendering);
-        let mut failures = Vec::new();
         for case in &cases {
             let mutate = expectation(&dispatch(mutating, &case.request));
             let validate = expectation(&dispatch(validating, &case.request));
             if (mutate, validate) != (case.mutate, case.validate) {
                 failures.push(format!(
-                    "  {}: mutate {mutate:?} (want {:?}), validate {validate:?} (want {:?})",
-                    case.what, case.mutate, case.validate
+                    "  {} with the switch: {}: mutate {mutate:?} (want {:?}), validate {validate:?} (want {:?})",
+                    rendering.name, case.what, case.mutate, case.validate
                 ));
             }
         }
-        assert!(
-            failures.is_empty(),
-            "{}:\n{}",
-            rendering.name,
-            failures.join("\n")
-        );
     }
+    // The gate on: no valid report reaches repair's entries
+    // (the_repair_entries_get_only_changed_reports_with_something_to_repair).
+    for rendering in rendered() {
+        let [(_, mutating), (_, validating)] = configurations(rendering);
+        for case in &cases {
+            let mutate = expectation(&dispatch(mutating, &case.request));
+            let validate = expectation(&dispatch(validating, &case.request));
+            if (mutate, validate) != (Expect::Skip, case.validate_on) {
+                failures.push(format!(
+                    "  {}: {}: mutate {mutate:?} (want Skip), validate {validate:?} (want {:?})",
+                    rendering.name, case.what, case.validate_on
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "\n{}", failures.join("\n"));
 }
 
 #[test]
@@ -647,10 +679,12 @@ fn admission_cases_cover_every_webhook_and_both_decisions() {
     let writers = writers_entry();
     let repairs = repair_entries();
     let drops = drop_on_save_entries();
+    let kubelets = switch_validating_entries();
     let configurations = configurations(rendering).into_iter().chain([
         ("writer list", &writers),
         ("repair", &repairs),
         ("drop on save", &drops),
+        ("the switch's validating", &kubelets),
     ]);
     let requests: Vec<AdmissionRequest> = admission_cases()
         .into_iter()
@@ -729,10 +763,12 @@ fn match_conditions_never_error_whatever_the_object_shape() {
         let writers = writers_entry();
         let repairs = repair_entries();
         let drops = drop_on_save_entries();
+        let kubelets = switch_validating_entries();
         let configurations = configurations(rendering).into_iter().chain([
             ("writer list", &writers),
             ("repair", &repairs),
             ("drop on save", &drops),
+            ("the switch's validating", &kubelets),
         ]);
         for (_, configuration) in configurations {
             for webhook in array_at(configuration, "/webhooks") {
