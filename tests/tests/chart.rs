@@ -544,6 +544,15 @@ fn the_writer_list_is_the_writer_list_component() {
     assert!(expression.contains(r"['o\'brien\\x']"), "{expression}");
 }
 
+/// The rendered MutatingWebhookConfiguration, as text to count entries in.
+fn mutating(objects: &[Value]) -> String {
+    objects
+        .iter()
+        .find(|o| o["kind"] == "MutatingWebhookConfiguration")
+        .expect("MutatingWebhookConfiguration")
+        .to_string()
+}
+
 #[test]
 #[ignore = "needs helm: make chart"]
 fn repair_off_is_the_no_repair_component() {
@@ -554,13 +563,6 @@ fn repair_off_is_the_no_repair_component() {
         env.contains(r#""name":"VOLUME_HEALTH_REPAIR","value":"true""#),
         "{env}"
     );
-    let mutating = |objects: &[Value]| {
-        objects
-            .iter()
-            .find(|o| o["kind"] == "MutatingWebhookConfiguration")
-            .expect("MutatingWebhookConfiguration")
-            .to_string()
-    };
     assert_eq!(mutating(&default).matches(".repair.").count(), 3);
     let components: Vec<&str> = DEFAULT_COMPONENTS
         .iter()
@@ -586,13 +588,6 @@ fn repair_off_is_the_no_repair_component() {
 #[test]
 #[ignore = "needs helm: make chart"]
 fn the_gate_off_is_the_volume_health_off_component() {
-    let mutating = |objects: &[Value]| {
-        objects
-            .iter()
-            .find(|o| o["kind"] == "MutatingWebhookConfiguration")
-            .expect("MutatingWebhookConfiguration")
-            .to_string()
-    };
     // On by default: drop on save would change nothing, so it has no entry.
     assert_eq!(mutating(&template(&[])).matches(".mutate.").count(), 0);
     for (values, extra) in [

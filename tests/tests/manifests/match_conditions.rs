@@ -672,27 +672,32 @@ fn admission_match_conditions_send_only_the_requests_that_matter() {
     assert!(failures.is_empty(), "\n{}", failures.join("\n"));
 }
 
+/// Every entry any install can hold: the base's configurations, then each component's
+/// entries alone (the writer list, repair, the switch's drop on save and validating entry).
+fn every_entry() -> Vec<(&'static str, Value)> {
+    let [(mutating, base_mutating), (validating, base_validating)] =
+        configurations(rendering("base"));
+    vec![
+        (mutating, base_mutating.clone()),
+        (validating, base_validating.clone()),
+        ("writer list", writers_entry()),
+        ("repair", repair_entries()),
+        ("drop on save", drop_on_save_entries()),
+        ("the switch's validating", switch_validating_entries()),
+    ]
+}
+
 #[test]
 fn admission_cases_cover_every_webhook_and_both_decisions() {
     // The table must exercise each webhook entry, so a broken entry cannot hide.
-    let rendering = rendering("base");
-    let writers = writers_entry();
-    let repairs = repair_entries();
-    let drops = drop_on_save_entries();
-    let kubelets = switch_validating_entries();
-    let configurations = configurations(rendering).into_iter().chain([
-        ("writer list", &writers),
-        ("repair", &repairs),
-        ("drop on save", &drops),
-        ("the switch's validating", &kubelets),
-    ]);
+    let configurations = every_entry();
     let requests: Vec<AdmissionRequest> = admission_cases()
         .into_iter()
         .map(|c| c.request)
         .chain(writer_cases().into_iter().map(|(_, request, _)| request))
         .chain(repair_cases().into_iter().map(|(_, request, _)| request))
         .collect();
-    for (what, configuration) in configurations {
+    for (what, configuration) in &configurations {
         for webhook in array_at(configuration, "/webhooks") {
             let name = str_at(webhook, "/name");
             let single = json!({"webhooks": [webhook]});
@@ -759,18 +764,7 @@ fn match_conditions_never_error_whatever_the_object_shape() {
     ];
     let mut evaluated = 0;
     {
-        let rendering = rendering("base");
-        let writers = writers_entry();
-        let repairs = repair_entries();
-        let drops = drop_on_save_entries();
-        let kubelets = switch_validating_entries();
-        let configurations = configurations(rendering).into_iter().chain([
-            ("writer list", &writers),
-            ("repair", &repairs),
-            ("drop on save", &drops),
-            ("the switch's validating", &kubelets),
-        ]);
-        for (_, configuration) in configurations {
+        for (_, configuration) in &every_entry() {
             for webhook in array_at(configuration, "/webhooks") {
                 let single = json!({"webhooks": [webhook]});
                 for &(group, resource, sub) in GATED {
