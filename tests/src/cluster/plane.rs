@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::{
     Cluster, ClusterOptions, Identity, Role, WebhookServer, bin_dir, free_port, shipped,
-    webhook_binary,
+    webhook_binary, webhooks::configuration_path,
 };
 
 /// The apiserver, the admission webhooks and the authorizer.
@@ -166,18 +166,14 @@ impl ControlPlane {
     /// Deletes the installed ValidatingWebhookConfiguration.
     pub async fn delete_validating_configuration(&self) -> Result<()> {
         let configuration = self.validating_configuration()?;
-        let name = configuration["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default();
-        let path =
-            format!("/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/{name}");
+        let path = configuration_path("validatingwebhookconfigurations", &configuration);
         let (code, body) = self
             .cluster
             .api
             .send(Method::DELETE, &path, None, None)
             .await?;
         if code != 200 {
-            bail!("deleting {name}: {code} {body}");
+            bail!("deleting {path}: {code} {body}");
         }
         Ok(())
     }

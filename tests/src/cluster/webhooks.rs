@@ -212,14 +212,10 @@ impl WebhookServer {
         components: &[&str],
     ) -> Result<()> {
         for (plural, mut configuration) in self.configurations(cluster, components)? {
-            let name = configuration["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned();
-            let path = format!("/apis/admissionregistration.k8s.io/v1/{plural}/{name}");
+            let path = configuration_path(plural, &configuration);
             let (code, body) = cluster.api.send(Method::GET, &path, None, None).await?;
             if code != 200 {
-                bail!("reading {plural} {name}: {code} {body}");
+                bail!("reading {path}: {code} {body}");
             }
             configuration["metadata"]["resourceVersion"] =
                 body["metadata"]["resourceVersion"].clone();
@@ -228,7 +224,7 @@ impl WebhookServer {
                 .send(Method::PUT, &path, Some(&configuration), None)
                 .await?;
             if code != 200 {
-                bail!("replacing {plural} {name}: {code} {body}");
+                bail!("replacing {path}: {code} {body}");
             }
         }
         Ok(())
@@ -242,15 +238,20 @@ impl WebhookServer {
         components: &[&str],
     ) -> Result<()> {
         for (plural, configuration) in self.configurations(cluster, components)? {
-            let name = configuration["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default();
-            let path = format!("/apis/admissionregistration.k8s.io/v1/{plural}/{name}");
+            let path = configuration_path(plural, &configuration);
             let (code, body) = cluster.api.send(Method::DELETE, &path, None, None).await?;
             if code != 200 {
-                bail!("deleting {plural} {name}: {code} {body}");
+                bail!("deleting {path}: {code} {body}");
             }
         }
         Ok(())
     }
+}
+
+/// The API path of a webhook configuration of resource `plural`.
+pub(crate) fn configuration_path(plural: &str, configuration: &serde_json::Value) -> String {
+    let name = configuration["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default();
+    format!("/apis/admissionregistration.k8s.io/v1/{plural}/{name}")
 }
