@@ -17,12 +17,13 @@ COPY webhooks/Cargo.toml webhooks/
 COPY globalmount/Cargo.toml globalmount/
 COPY check/Cargo.toml check/
 COPY policies/Cargo.toml policies/
+COPY cluster/Cargo.toml cluster/
 COPY tests/Cargo.toml tests/
 COPY test-kit/Cargo.toml test-kit/
 COPY examples/health-monitor/Cargo.toml examples/health-monitor/
 # Every target a manifest declares needs a file (tests/tests/dockerfile.rs checks this list).
 RUN for file in error-line/src/lib.rs validation/src/lib.rs authz/src/lib.rs webhooks/src/lib.rs globalmount/src/lib.rs \
-        check/src/lib.rs policies/src/lib.rs tests/src/lib.rs test-kit/src/lib.rs validation/benches/validate.rs \
+        check/src/lib.rs policies/src/lib.rs cluster/src/lib.rs tests/src/lib.rs test-kit/src/lib.rs validation/benches/validate.rs \
         tests/benches/load.rs tests/benches/handlers.rs tests/benches/hop.rs tests/benches/instructions.rs \
         tests/src/bin/baseline-webhook.rs check/benches/dump.rs \
         webhooks/src/main.rs globalmount/src/bin/csi-globalmount-doctor.rs \
@@ -35,7 +36,7 @@ RUN for file in error-line/src/lib.rs validation/src/lib.rs authz/src/lib.rs web
 # Then the sources. Their files may be older than the stubs just built, so touch them for
 # cargo to see the change.
 COPY . .
-RUN find error-line validation authz webhooks globalmount check policies tests test-kit -name '*.rs' -exec touch {} + \
+RUN find error-line validation authz webhooks globalmount check policies cluster tests test-kit -name '*.rs' -exec touch {} + \
  && cargo build --release --locked -p volume-health-webhooks -p csi-globalmount \
  && mkdir /out \
  && cp target/release/volume-health-webhook target/release/csi-globalmount-doctor /out/

@@ -48,7 +48,7 @@ E2E_BIN := $(abspath $(TARGET_DIR))/e2e/bin
 
 # The single-file installs, each an overlay rendered by `kubectl kustomize`; a manifest test
 # fails when one is out of date.
-INSTALL_OVERLAYS := cert-manager cert-manager-warn
+INSTALL_OVERLAYS := cert-manager cert-manager-warn native native-warn
 
 # The rollout test's load client, built from the Go module under tests/rollout (test tooling
 # only, standard library only) into the target directory. `make rollout ROLLOUT_RATE=1000`
@@ -57,36 +57,76 @@ ROLLOUT_BIN := $(abspath $(TARGET_DIR))/rollout/bin
 ROLLOUT_RATE ?= 2000
 ROLLOUT_ROLLS ?= 1
 
-# The scale suite's size: `make scale SCALE_NODES=20 SCALE_STEADY=120 SCALE_DOCS=` is a reduced
+# The scale suite's size: `make scale SCALE_NODES=20 SCALE_STEADY=60 SCALE_DOCS=` is a reduced
 # run, which leaves docs/benchmarks.md as it is.
 SCALE_NODES ?= 100
 SCALE_CLAIMS ?= 50
 SCALE_STEADY ?= 600
 SCALE_DOCS ?= 1
 
-.PHONY: run test tools lint fmt fmt-check build release bench conformance e2e scale chart install-manifests rollout image push clean
+.PHONY: run test packaged msrv tools lint fmt fmt-check build release bench conformance e2e scale chart install-manifests rollout image push clean
 
 ## run: the webhook server on localhost with a generated certificate (CA written to
-## target/dev/ca.crt); later flags win, so ARGS can override any of these
+## target/dev/ca.crt); later flags win, so ARGS can override any of these. The health port is
+## 8081: kubectl without a kubeconfig talks to localhost:8080. Built with the `local` profile
+## (no LTO, parallel code generation: a first build an operator can wait for)
 run:
-	$(CARGO) run --release -p volume-health-webhooks --bin volume-health-webhook -- serve \
-		--bind-address 127.0.0.1 --self-signed-ca-file $(DEV_CA) \
+	$(CARGO) run --locked --profile local -p volume-health-webhooks --bin volume-health-webhook -- serve \
+		--bind-address 127.0.0.1 --health-port 8081 --self-signed-ca-file $(DEV_CA) \
 		--feature-gates CSIVolumeHealth=true $(ARGS)
 
 ## test: formatting, lints with warnings denied, every test including doc tests
-## (benchmarks are built by lint and run by `make bench`)
-test: fmt-check lint tools
-	PROMTOOL=$(PROMTOOL) $(CARGO) test --workspace --locked
+## (benchmarks are built by lint and run by `make bench`). Without promtool (no apt-get to
+## fetch it), the alerting-rule tests say so loudly and check nothing; REQUIRE_TOOLS=1 (CI)
+## fails instead
+test: fmt-check lint tools packaged
+	PROMTOOL=$(PROMTOOL) $(if $(wildcard $(PROMTOOL)),,VOLUME_HEALTH_PROMTOOL_MISSING=1) \
+		$(CARGO) test --workspace --locked
+
+## msrv: every package of the workspace checked with the Rust its `rust-version` declares
+## (installed by rustup, minimal profile; the library without and with its `kube` feature),
+## so that the version a user reads is one the package builds with
+msrv:
+	@command -v rustup >/dev/null || { echo "error: make msrv installs toolchains with rustup, which is not on PATH" >&2; exit 1; }
+	cargo metadata --no-deps --format-version 1 | python3 -c \
+		'import json, sys; [print(p["rust_version"], p["name"]) for p in json.load(sys.stdin)["packages"]]' | \
+	while read version package; do \
+		rustup toolchain list | grep -q "^$$version-" || \
+			rustup toolchain install $$version --profile minimal --no-self-update || exit 1; \
+		echo "msrv: $$package with Rust $$version"; \
+		K8S_OPENAPI_ENABLED_VERSION=1.37 cargo +$$version check --locked --quiet -p $$package \
+			--target-dir $(TARGET_DIR)/msrv-$$version || exit 1; \
+	done
+	rustup toolchain list | grep -q "^1.89-" || rustup toolchain install 1.89 --profile minimal --no-self-update
+	K8S_OPENAPI_ENABLED_VERSION=1.37 cargo +1.89 check --locked --quiet -p volume-health-validation \
+		--features kube --target-dir $(TARGET_DIR)/msrv-1.89
+
+## packaged: the published crates (volume-health-validation and its error-line) as `cargo
+## package` makes them, verified on their own (the library picks no Kubernetes version, so the
+## check builds with K8S_OPENAPI_ENABLED_VERSION), then tests/outside-writer, a program outside
+## the workspace that depends on them by version, built against the packages
+packaged:
+	K8S_OPENAPI_ENABLED_VERSION=1.37 $(CARGO) package --locked --allow-dirty --target-dir target \
+		-p volume-health-error-line -p volume-health-validation
+	$(CARGO) build --locked --manifest-path tests/outside-writer/Cargo.toml \
+		--target-dir $(TARGET_DIR)/outside-writer
 
 ## tools: what the tests run besides cargo and kubectl: promtool
 tools: $(PROMTOOL)
 
 $(abspath $(TOOLS))/usr/bin/promtool:
-	mkdir -p $(TOOLS)
-	cd $(TOOLS) && { apt-get download prometheus || { apt-get update -qq && apt-get download prometheus; }; }
-	dpkg-deb -x $(TOOLS)/prometheus_*.deb $(TOOLS)
-	rm -f $(TOOLS)/prometheus_*.deb
-	$@ --version
+	@if ! command -v apt-get >/dev/null || ! command -v dpkg-deb >/dev/null; then \
+		if [ -n "$(REQUIRE_TOOLS)" ]; then \
+			echo "error: promtool is not on PATH and there is no apt-get to fetch it" >&2; exit 1; \
+		fi; \
+		echo "NOTICE: promtool is not on PATH and there is no apt-get to fetch it: the alerting-rule" >&2; \
+		echo "NOTICE: tests will check nothing. Install Prometheus' promtool, or set PROMTOOL." >&2; \
+	else \
+		dir=$(abspath $(TOOLS)) && mkdir -p $$dir && cd $$dir && \
+		{ apt-get download prometheus || { apt-get update -qq && apt-get download prometheus; }; } && \
+		dpkg-deb -x $$dir/prometheus_*.deb $$dir && rm -f $$dir/prometheus_*.deb && \
+		$@ --version; \
+	fi
 
 $(abspath $(TOOLS))/usr/bin/valgrind:
 	mkdir -p $(TOOLS)
@@ -125,7 +165,8 @@ conformance: release
 ## policies alone, type-checked by kube-controller-manager; the v1.37.2 kubelet's own code
 ## (kubemark's hollow kubelet, mock CSI drivers) writing through the default install, every
 ## replica down and no repair, and its status manager's read of a pod pinned to the precision
-## of one field (a Go test); the repair's JSON Patch applied
+## of one field (a Go test); the repair entries' matchConditions evaluated with the
+## apiserver's own code, their cost linear in the report (a Go test); the repair's JSON Patch applied
 ## with the apiserver's own json-patch, its cost linear in the object; then every command of
 ## the README and docs that needs a cluster, the release binaries or helm, run as the docs give
 ## it (slow: ignored by `make test`)
@@ -133,9 +174,9 @@ e2e: release
 	tests/e2e/tools/build.sh $(E2E_BIN)
 	tests/e2e/tools/build-helm.sh $(E2E_BIN)
 	GOCACHE=$(E2E_BIN)/../go-build GOMODCACHE=$(E2E_BIN)/../go-mod GOFLAGS="-mod=readonly -modcacherw" \
-		go -C tests/e2e/tools/kube-apiserver test ./statusprecision/
+		go -C tests/e2e/tools/kube-apiserver test -count=1 -v ./statusprecision/ ./conditioncost/
 	VOLUME_HEALTH_E2E_BIN=$(E2E_BIN) VOLUME_HEALTH_E2E_WEBHOOK=$(abspath $(BIN)) VOLUME_HEALTH_HELM=$(E2E_BIN)/helm \
-		$(CARGO) test --locked -p volume-health-tests --test e2e --test e2e_shipped --test e2e_repair --test e2e_kubelet --test e2e_policies --test e2e_writer --test patch_cost --test docs_commands -- --ignored --nocapture --test-threads=1
+		$(CARGO) test --locked -p volume-health-tests --test e2e --test e2e_shipped --test e2e_repair --test e2e_kubelet --test e2e_policies --test e2e_writer --test e2e_verify --test e2e_audit --test e2e_static_policies --test e2e_drivers --test patch_cost --test docs_commands -- --ignored --nocapture --test-threads=1
 
 ## scale: KEP-1432's beta scalability bar with the kubelet's own code: SCALE_NODES hollow
 ## kubelets (100) with SCALE_CLAIMS CSI claims and pods each (50), one mock driver process, the
@@ -180,7 +221,7 @@ rollout: release
 ## bench: criterion micro-benchmarks (validation; handlers in-process), the end-to-end load
 ## benchmark (next to a plain and a strict JSON baseline, with its targets), the library's
 ## instructions per review under callgrind (next to a strict JSON pass and to the recorded
-## counts, at most 3% above them), `check` on a cluster dump and the doctor on a dense node,
+## counts, at most 3% above them, and next to the `local` profile's build, `make run`'s), `check` on a cluster dump and the doctor on a dense node,
 ## each next to a baseline; then the webhook hop through a real kube-apiserver (a write with
 ## and without the webhooks).
 ## BENCH=<filter>, QUICK=1, BENCH_ENFORCE=1: see above.
@@ -189,7 +230,11 @@ bench: $(VALGRIND)
 	$(CARGO) bench --locked -p volume-health-tests --bench handlers -- $(CRITERION_ARGS) $(BENCH)
 	$(CARGO) build --release --locked -p volume-health-webhooks --bin volume-health-webhook
 	$(CARGO) bench --locked -p volume-health-tests --bench load -- $(if $(QUICK),--quick) $(BENCH)
+	local=$$($(CARGO) bench --locked --profile local -p volume-health-tests --bench instructions \
+		--no-run --message-format=json-render-diagnostics | python3 -c \
+		'import json, sys; print([m["executable"] for m in map(json.loads, sys.stdin) if m.get("executable")][-1])') && \
 	VALGRIND=$(VALGRIND) $(if $(VALGRIND_LIB),VALGRIND_LIB=$(VALGRIND_LIB)) \
+		VOLUME_HEALTH_INSTRUCTIONS_OTHER_BUILD=$$local \
 		$(CARGO) bench --locked -p volume-health-tests --bench instructions -- $(BENCH)
 	$(CARGO) bench --locked -p volume-health-check --bench dump
 	$(CARGO) bench --locked -p csi-globalmount --bench dense_node

@@ -50,7 +50,7 @@ mod report;
 
 pub use input::{Format, InputError, Located, PathError, Position, Source, sources};
 pub use object::{Denial, Finding, decide};
-pub use report::{Checked, Failure, OutputFormat, Reporter, Skipped, Summary};
+pub use report::{Checked, Failure, OutputFormat, Printable, Reporter, Skipped, Summary};
 
 use object::Header;
 
@@ -116,9 +116,7 @@ type Key = (HealthResource, String, String);
 
 /// Checks objects from inputs and writes the report as it goes.
 pub struct Checker<W> {
-    options: Options,
-    settings: Settings,
-    user: UserInfo<'static>,
+    decider: Decider,
     old: HashMap<Key, Box<RawValue>>,
     reporter: Reporter<W>,
     summary: Summary,
@@ -132,18 +130,9 @@ pub struct Checker<W> {
 impl<W: Write> Checker<W> {
     /// A checker that reports to `reporter`.
     pub fn new(options: Options, reporter: Reporter<W>) -> Self {
-        let user = UserInfo::new(options.user.clone().unwrap_or_default(), &options.groups);
-        let settings = Settings {
-            storage_condition_identity: options.storage_condition_identity,
-            // The webhooks' bound, so that the answers are theirs.
-            error_limit: Some(MAX_REPORTED_ERRORS),
-            ..Settings::with_gate(options.gate_enabled)
-        };
         Checker {
             progress: Progress::new(options.progress),
-            options,
-            settings,
-            user,
+            decider: Decider::new(options),
             old: HashMap::new(),
             reporter,
             summary: Summary::default(),
@@ -160,7 +149,7 @@ impl<W: Write> Checker<W> {
         self.progress.start(source.size());
         let old = &mut self.old;
         let progress = &mut self.progress;
-        let spec = self.options.user.is_some();
+        let spec = self.decider.options.user.is_some();
         let result = input::read_source(source, &mut |located| {
             progress.update(located.offset);
             remember(old, spec, located)
@@ -172,7 +161,7 @@ impl<W: Write> Checker<W> {
     pub fn load_old_reader(&mut self, name: &str, reader: impl Read + Send) -> bool {
         self.progress.start(None);
         let old = &mut self.old;
-        let spec = self.options.user.is_some();
+        let spec = self.decider.options.user.is_some();
         let result = input::read(reader, None, &mut |located| remember(old, spec, located));
         self.done(name, result)
     }
@@ -214,7 +203,7 @@ impl<W: Write> Checker<W> {
 
     fn check_one(&mut self, file: &str, located: Located<'_>) -> Result<(), InputError> {
         self.progress.update(located.offset);
-        let header = Header::parse(located.raw, self.options.user.is_some())
+        let header = Header::parse(located.raw, self.decider.options.user.is_some())
             .map_err(|err| not_an_object(&located, &err))?;
         let Some(resource) = header.resource() else {
             self.summary.skipped += 1;
@@ -223,48 +212,10 @@ impl<W: Write> Checker<W> {
         };
         self.input.checked += 1;
         let paired = self.old.get(&key(resource, &header));
-        let plain = self.options.user.is_none()
-            && !object::may_carry_field(resource, located.raw)
-            && paired.is_none_or(|old| !object::may_carry_field(resource, old));
-        let finding = if plain {
-            // No identity, and neither object carries the field: no rule has anything to
-            // check and nothing is dropped, which is the library's answer without asking it
-            // (the webhooks' configurations do not even send such writes). Most objects of a
-            // dump are such, so a dump is checked at nearly the speed of parsing it.
-            Finding::default()
-        } else {
-            let blank;
-            let old = match paired {
-                Some(old) => &**old,
-                None => {
-                    blank =
-                        object::blank_old(&header).map_err(|err| not_an_object(&located, &err))?;
-                    &*blank
-                }
-            };
-            let finding = decide(
-                resource,
-                header.name(),
-                located.raw,
-                old,
-                &self.user,
-                &self.settings,
-            );
-            let invalid = finding.denial.as_ref().is_some_and(|d| d.code == 422);
-            if self.options.repair && invalid {
-                object::repaired(
-                    resource,
-                    header.name(),
-                    located.raw,
-                    old,
-                    &self.user,
-                    &self.settings,
-                )
-                .unwrap_or(finding)
-            } else {
-                finding
-            }
-        };
+        let finding = self
+            .decider
+            .decide_header(resource, &header, located.raw, paired.map(|old| &**old))
+            .map_err(|err| not_an_object(&located, &err))?;
         self.summary.count(resource, &finding);
         self.reporter
             .object(&Checked {
@@ -316,7 +267,7 @@ impl<W: Write> Checker<W> {
 
     /// The options this checker runs with.
     pub fn options(&self) -> &Options {
-        &self.options
+        &self.decider.options
     }
 
     /// Ends the report; the counts.
@@ -329,6 +280,102 @@ impl<W: Write> Checker<W> {
     /// The exit status the counts call for.
     pub fn outcome(&self) -> Outcome {
         outcome(&self.summary)
+    }
+}
+
+/// The decisions of `check` for one object at a time, without inputs, old objects kept or a
+/// report: for callers that read objects elsewhere, such as the items of a cluster's list
+/// pages (which carry no `kind`, so the caller says what they are). [`Checker`] decides with
+/// one too, so both answer alike.
+#[derive(Clone, Debug)]
+pub struct Decider {
+    options: Options,
+    settings: Settings,
+    user: UserInfo<'static>,
+}
+
+impl Decider {
+    /// Decides as `options` say (`progress` is [`Checker`]'s alone).
+    pub fn new(options: Options) -> Self {
+        let user = UserInfo::new(options.user.clone().unwrap_or_default(), &options.groups);
+        let settings = Settings {
+            storage_condition_identity: options.storage_condition_identity,
+            // The webhooks' bound, so that the answers are theirs.
+            error_limit: Some(MAX_REPORTED_ERRORS),
+            ..Settings::with_gate(options.gate_enabled)
+        };
+        Decider {
+            options,
+            settings,
+            user,
+        }
+    }
+
+    /// The options it decides with.
+    pub fn options(&self) -> &Options {
+        &self.options
+    }
+
+    /// What the webhooks would answer for a write of `object`'s status, `object` being a
+    /// `resource` (its own `kind`, if any, is not read): over `old`, or without one over the
+    /// object without its volume health field, so that every rule applies. An error only when
+    /// `object` is not a JSON object with the members an object has.
+    pub fn decide(
+        &self,
+        resource: HealthResource,
+        object: &RawValue,
+        old: Option<&RawValue>,
+    ) -> Result<Finding, serde_json::Error> {
+        let header = Header::parse(object, self.options.user.is_some())?;
+        self.decide_header(resource, &header, object, old)
+    }
+
+    fn decide_header(
+        &self,
+        resource: HealthResource,
+        header: &Header<'_>,
+        object: &RawValue,
+        old: Option<&RawValue>,
+    ) -> Result<Finding, serde_json::Error> {
+        let plain = self.options.user.is_none()
+            && !object::may_carry_field(resource, object)
+            && old.is_none_or(|old| !object::may_carry_field(resource, old));
+        if plain {
+            // No identity, and neither object carries the field: no rule has anything to
+            // check and nothing is dropped, which is the library's answer without asking it
+            // (the webhooks' configurations do not even send such writes). Most objects of a
+            // dump are such, so a dump is checked at nearly the speed of parsing it.
+            return Ok(Finding::default());
+        }
+        let blank;
+        let old = match old {
+            Some(old) => old,
+            None => {
+                blank = object::blank_old(header)?;
+                &*blank
+            }
+        };
+        let finding = decide(
+            resource,
+            header.name(),
+            object,
+            old,
+            &self.user,
+            &self.settings,
+        );
+        let invalid = finding.denial.as_ref().is_some_and(|d| d.code == 422);
+        if self.options.repair && invalid {
+            return Ok(object::repaired(
+                resource,
+                header.name(),
+                object,
+                old,
+                &self.user,
+                &self.settings,
+            )
+            .unwrap_or(finding));
+        }
+        Ok(finding)
     }
 }
 

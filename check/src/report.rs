@@ -140,8 +140,9 @@ const MAX_ERRORS: usize = 32;
 /// Text from the input, fit for a terminal: every control character (and the Unicode line and
 /// paragraph separators) escaped as `\u{1b}`, as the webhook escapes its logs, so that no
 /// escape sequence reaches the terminal and no line can be forged; cut after `.1` characters
-/// with a count of what was left out.
-pub(crate) struct Printable<'a>(pub(crate) &'a str, pub(crate) usize);
+/// with a count of what was left out. Public for other readers of untrusted objects (the
+/// cluster audit), so that every report escapes alike.
+pub struct Printable<'a>(pub &'a str, pub usize);
 
 impl fmt::Display for Printable<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -8,6 +8,7 @@
 //! attached until the driver has unstaged it.
 
 use crate::discover::{SkipReason, VolumeMode};
+use crate::gate::{GATE, KubeletGate};
 use crate::report::{Flag, GlobalVolumeReport, Progress, SkipReport, VolumeClass};
 
 /// Never do this; the last step of every plan says so.
@@ -34,17 +35,38 @@ fn keep_attachment(volume: &GlobalVolumeReport) -> String {
     }
 }
 
-fn unstage(volume: &GlobalVolumeReport) -> String {
-    let staging = volume
+fn staging_path(volume: &GlobalVolumeReport) -> &str {
+    volume
         .staging_path
         .as_deref()
-        .unwrap_or(&volume.device_mount_path);
+        .unwrap_or(&volume.device_mount_path)
+}
+
+/// The driver's call that releases a staged volume, with its exact arguments.
+fn unstage_call(volume: &GlobalVolumeReport) -> String {
     format!(
-        "Have it unstaged: restart kubelet with --feature-gates=CSIGlobalMountReconstruction=true \
-         (it registers the volume as uncertain and calls NodeUnstageVolume itself), or call the \
-         driver's NodeUnstageVolume with volume_id {:?} and staging_target_path {staging}.",
-        volume.volume_handle
+        "the driver's NodeUnstageVolume with volume_id {:?} and staging_target_path {}",
+        volume.volume_handle,
+        staging_path(volume)
     )
+}
+
+/// Only a kubelet that has the gate is told to restart with it: one without refuses to
+/// start (crate::gate).
+fn unstage(volume: &GlobalVolumeReport, gate: &KubeletGate) -> String {
+    if gate.has() {
+        format!(
+            "Have it unstaged: restart kubelet with --feature-gates={GATE}=true (it registers \
+             the volume as uncertain and calls NodeUnstageVolume itself), or call {}.",
+            unstage_call(volume)
+        )
+    } else {
+        format!(
+            "Have it unstaged: call {} ({}).",
+            unstage_call(volume),
+            gate.why_not()
+        )
+    }
 }
 
 fn check_then_uncordon(volume: &GlobalVolumeReport, node: Option<&str>) -> String {
@@ -58,7 +80,11 @@ fn check_then_uncordon(volume: &GlobalVolumeReport, node: Option<&str>) -> Strin
 }
 
 /// The steps for one listed volume; empty when it needs nothing.
-pub(crate) fn volume_plan(volume: &GlobalVolumeReport, node: Option<&str>) -> Vec<String> {
+pub(crate) fn volume_plan(
+    volume: &GlobalVolumeReport,
+    node: Option<&str>,
+    gate: &KubeletGate,
+) -> Vec<String> {
     let mut steps = Vec::new();
     let at_risk = volume.flags.contains(&Flag::AtRisk);
     match volume.class {
@@ -84,7 +110,7 @@ pub(crate) fn volume_plan(volume: &GlobalVolumeReport, node: Option<&str>) -> Ve
             }
             steps.push(keep_attachment(volume));
             steps.push(cordon(node));
-            steps.push(unstage(volume));
+            steps.push(unstage(volume, gate));
             steps.push(check_then_uncordon(volume, node));
         }
         VolumeClass::StagedUnmounted => {
@@ -94,7 +120,7 @@ pub(crate) fn volume_plan(volume: &GlobalVolumeReport, node: Option<&str>) -> Ve
                     .to_owned(),
             );
             steps.push(keep_attachment(volume));
-            steps.push(unstage(volume));
+            steps.push(unstage(volume, gate));
             if !volume.pod_dirs.is_empty() {
                 steps.push(
                     "Its pod directories outlived the reboot, so NodeUnpublishVolume was never \
@@ -112,13 +138,44 @@ pub(crate) fn volume_plan(volume: &GlobalVolumeReport, node: Option<&str>) -> Ve
                 volume.pod_dirs.join(", ")
             ));
             steps.push(keep_attachment(volume));
-            steps.push(
-                "Restart kubelet with --feature-gates=CSIGlobalMountReconstruction=true: it \
-                 recovers the identity from the global mount while the pod mount is still bound \
-                 (see podLocal[].recoveredFrom)."
-                    .to_owned(),
-            );
-            if !volume.mounted || volume.pod_refs.is_empty() {
+            if gate.has() {
+                steps.push(format!(
+                    "Restart kubelet with --feature-gates={GATE}=true: it recovers the identity \
+                     from the global mount while the pod mount is still bound (see \
+                     podLocal[].recoveredFrom)."
+                ));
+            } else {
+                // What works with any kubelet: the driver's own calls, pod first.
+                steps.push(cordon(node));
+                // The publish targets: a filesystem volume's pod mount, a block volume's
+                // publish entry.
+                let targets: Vec<String> = match volume.mode {
+                    VolumeMode::Filesystem => volume
+                        .pod_dirs
+                        .iter()
+                        .map(|d| format!("{d}/mount"))
+                        .collect(),
+                    VolumeMode::Block => volume.publish_entries.clone(),
+                };
+                let unpublish: Vec<String> = targets
+                    .iter()
+                    .map(|target| {
+                        format!(
+                            "NodeUnpublishVolume with volume_id {:?} and target_path {target}",
+                            volume.volume_handle
+                        )
+                    })
+                    .collect();
+                steps.push(format!(
+                    "Delete the pods of these directories, then call the driver's {}, then {} \
+                     ({}).",
+                    unpublish.join(", its "),
+                    unstage_call(volume),
+                    gate.why_not()
+                ));
+                steps.push(check_then_uncordon(volume, node));
+            }
+            if gate.has() && (!volume.mounted || volume.pod_refs.is_empty()) {
                 steps.push(
                     "After a reboot the pod mount is no longer bound and the fallback declines: \
                      kubelet then unstages the volume without calling NodeUnpublishVolume for \
@@ -136,18 +193,24 @@ pub(crate) fn volume_plan(volume: &GlobalVolumeReport, node: Option<&str>) -> Ve
             volume.unique_volume_name,
             keep_attachment(volume)
         ));
-        if matches!(
-            volume.class,
-            VolumeClass::InUse | VolumeClass::TrackedByPodDir | VolumeClass::PodDataUnreadable
-        ) {
+        // Without the gate, kubelet cannot rebuild an unreadable pod directory: the steps
+        // above have the driver release it instead.
+        let rebuilds = match volume.class {
+            VolumeClass::InUse | VolumeClass::TrackedByPodDir => true,
+            VolumeClass::PodDataUnreadable => gate.has(),
+            _ => false,
+        };
+        if rebuilds {
             // A pod still needs it: never unstage, have kubelet track it again.
-            steps.push(
-                "A pod still uses it: do not unstage it. Restart kubelet (with \
-                 --feature-gates=CSIGlobalMountReconstruction=true where available) so that it \
-                 rebuilds its state and reports the volume in volumesInUse again, then run the \
-                 doctor again."
-                    .to_owned(),
-            );
+            let restart = if gate.has() {
+                format!("Restart kubelet with --feature-gates={GATE}=true")
+            } else {
+                "Restart kubelet".to_owned()
+            };
+            steps.push(format!(
+                "A pod still uses it: do not unstage it. {restart} so that it rebuilds its \
+                 state and reports the volume in volumesInUse again, then run the doctor again."
+            ));
         }
     }
     if volume.flags.contains(&Flag::VolumeAttachmentDetached) {

@@ -52,6 +52,8 @@ pub struct NodeView {
     pub volumes_in_use: Vec<String>,
     /// `status.volumesAttached`; empty when absent.
     pub volumes_attached: Vec<AttachedVolume>,
+    /// `status.nodeInfo.kubeletVersion`, when present.
+    pub kubelet_version: Option<String>,
 }
 
 impl NodeView {
@@ -78,6 +80,13 @@ struct Metadata {
 struct NodeStatus {
     volumes_in_use: Option<Vec<String>>,
     volumes_attached: Option<Vec<AttachedVolume>>,
+    node_info: NodeInfo,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default, rename_all = "camelCase")]
+struct NodeInfo {
+    kubelet_version: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -96,6 +105,11 @@ impl From<NodeObject> for NodeView {
             name: node.metadata.name,
             volumes_in_use: node.status.volumes_in_use.unwrap_or_default(),
             volumes_attached: node.status.volumes_attached.unwrap_or_default(),
+            kubelet_version: node
+                .status
+                .node_info
+                .kubelet_version
+                .filter(|v| !v.is_empty()),
         }
     }
 }

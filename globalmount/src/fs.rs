@@ -435,14 +435,31 @@ impl NodeFs for HostFs {
     }
 }
 
-/// Reads `path` if it is a regular file of at most `limit` bytes.
+/// Reads `path` if it is a regular file of at most `limit` bytes (see
+/// [`open_regular_file`]).
+pub fn read_regular_file(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+    let file = open_regular_file(path)?;
+    let mut bytes = Vec::new();
+    // One byte past the limit tells a file at the limit from a larger one,
+    // whatever its size said (it may grow while read).
+    file.take(limit + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("larger than {limit} bytes"),
+        ));
+    }
+    Ok(bytes)
+}
+
+/// Opens `path` for reading if it is a regular file.
 ///
 /// The last component is not followed (a link could lead anywhere on the
 /// host), and the open does not wait: opening a FIFO for reading otherwise
 /// blocks until a writer appears, which would stall the whole run while the
 /// health check still answers. The type is then checked on the open file,
 /// so it cannot change between the check and the read.
-pub fn read_regular_file(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+pub fn open_regular_file(path: &Path) -> io::Result<std::fs::File> {
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
@@ -471,17 +488,7 @@ pub fn read_regular_file(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
             format!("{what}, not a regular file"),
         ));
     }
-    let mut bytes = Vec::new();
-    // One byte past the limit tells a file at the limit from a larger one,
-    // whatever its size said (it may grow while read).
-    file.take(limit + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > limit {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("larger than {limit} bytes"),
-        ));
-    }
-    Ok(bytes)
+    Ok(file)
 }
 
 /// Sorts entries the way Go's `os.ReadDir` does: by the raw bytes of the name.

@@ -10,7 +10,8 @@ use thiserror::Error;
 
 use crate::api::{ApiDump, ApiError, parse_node, parse_volume_attachments};
 use crate::classify::{DiagnoseError, ExtraInputs, NodeInputs, diagnose_with};
-use crate::fs::{HostFs, NodeFs, StatProber};
+use crate::fs::{HostFs, NodeFs, StatProber, open_regular_file};
+use crate::gate::{KubeletGate, binary_names_gate};
 use crate::layout::KubeletLayout;
 use crate::mountinfo::MountInfoFile;
 use crate::mountrefs::{MountRefsError, RetryPolicy, SystemClock, read_mount_table};
@@ -33,6 +34,10 @@ pub struct Sources {
     pub volume_attachments_json: Option<PathBuf>,
     /// Any other `kubectl get -o json` output (`--api-json`).
     pub api_json: Vec<PathBuf>,
+    /// Kubelet's version (`--kubelet-version`), as `kubelet --version` prints it.
+    pub kubelet_version: Option<String>,
+    /// Kubelet's binary (`--kubelet-binary`), a host path: whether it names KEP-6058's gate.
+    pub kubelet_binary: Option<PathBuf>,
     /// When kubelet started (`--kubelet-start-time`).
     pub kubelet_started_at: Option<SystemTime>,
     /// The stat prober, shared by the runs of the continuous mode; none
@@ -101,6 +106,32 @@ fn api_error(path: &Path) -> impl FnOnce(ApiError) -> RunError + '_ {
         path: path.to_path_buf(),
         source,
     }
+}
+
+/// What the operator gave about kubelet's gate: its binary tells either way, a version
+/// given by hand comes next; without either, the diagnosis reads the Node's version.
+fn kubelet_gate(sources: &Sources, fs: &HostFs) -> Result<Option<KubeletGate>, RunError> {
+    if let Some(binary) = &sources.kubelet_binary {
+        // `/usr/bin/kubelet` is often a link: resolved in host path space, then opened as
+        // every other file of the node is (never waiting on a FIFO).
+        let names = fs
+            .resolve_symlinks(binary)
+            .map(|host| fs.access_path(&host))
+            .and_then(|path| open_regular_file(&path))
+            .and_then(binary_names_gate)
+            .map_err(|source| RunError::Read {
+                path: binary.clone(),
+                source,
+            })?;
+        return Ok(Some(KubeletGate::from_binary(
+            &binary.display().to_string(),
+            names,
+        )));
+    }
+    Ok(sources
+        .kubelet_version
+        .as_deref()
+        .map(|version| KubeletGate::from_version(version, "--kubelet-version")))
 }
 
 /// Reads every input `sources` names and diagnoses the node.
@@ -184,6 +215,7 @@ pub fn diagnose_from(sources: &Sources) -> Result<Report, RunError> {
         csi_drivers: dump.has_kind("CSIDriver").then(|| dump.csi_drivers.clone()),
         kubelet_started_at: sources.kubelet_started_at,
         kubelet_root_given: Some(sources.kubelet_root.clone()),
+        kubelet_gate: kubelet_gate(sources, &fs)?,
     };
     Ok(diagnose_with(&inputs, &extra)?)
 }

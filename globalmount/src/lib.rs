@@ -16,6 +16,7 @@
 //! * [`discover`]: [`list_global_volumes`] with a reason for every skip.
 //! * [`podlocal`]: the pod scan and the pod-local fallback.
 //! * [`plan`]: what kubelet with the feature would register.
+//! * [`gate`]: whether this node's kubelet has the feature's gate, so plans offer it only then.
 //! * [`api`]: Node and VolumeAttachment JSON.
 //! * [`classify`], [`report`]: the diagnosis, with a plan for each finding.
 //! * [`escape`]: names and values from the node, made safe to print.
@@ -35,6 +36,7 @@ pub mod classify;
 pub mod discover;
 pub mod escape;
 pub mod fs;
+pub mod gate;
 pub mod inputs;
 pub mod layout;
 pub mod metrics;

@@ -23,14 +23,9 @@ use volume_health_validation::{FieldError, HealthResource};
 
 /// The prefix of every generated object's name.
 pub const PREFIX: &str = "volume-health";
-/// The ConfigMap that lists the writers of a claim's `status.healthStatus`, as
-/// `--pvc-health-writers` does (key [`WRITERS_KEY`], comma-separated usernames).
-pub const WRITERS_CONFIGMAP: &str = "volume-health-pvc-health-writers";
-/// The key of [`WRITERS_CONFIGMAP`] that holds the list.
-pub const WRITERS_KEY: &str = "writers";
-/// The namespace of [`WRITERS_CONFIGMAP`] as generated: the webhooks' own. The bindings'
-/// `paramRef.namespace` follows a kustomize `namespace:` (the component's
-/// `kustomizeconfig.yaml`), so a re-namespaced render binds its own ConfigMap.
+/// The namespace of the webhooks. Native mode stores nothing there: the writer list is
+/// written into its policy, so deleting the namespace (a webhook overlay's uninstall) never
+/// changes what the policies answer.
 pub const NAMESPACE: &str = "volume-health";
 /// A message longer than this many bytes is discarded by the apiserver (5 KiB); longer ones
 /// are cut to it.
@@ -79,17 +74,46 @@ impl Action {
     }
 }
 
-/// The files of `manifests/components/native-policies`, by name, each a YAML stream.
-pub fn files() -> Vec<(String, String)> {
+/// The component's `kustomization.yaml`: written with the policies, so that a folder written
+/// with another writer list is a component as it is.
+const KUSTOMIZATION: &str = r#"# This project's own rules as native admission policies, which kube-apiserver evaluates in
+# process (no webhook hop); see docs/native-policies.md. Add it to an overlay with
+#   components:
+#     - ../../components/native-policies
+# Needs kube-apiserver v1.37 or later with CSIVolumeHealth on (its in-tree rules answer every
+# upstream rule first) and admissionregistration.k8s.io/v1 MutatingAdmissionPolicy served.
+#
+# Every file here, this one too, is generated: `volume-health-webhook policies` writes them,
+# and a test fails when they differ from its output.
+# - policies.yaml: drop on save per resource (MutatingAdmissionPolicy, inert until bound),
+#   storage condition identity and the claim health writers (ValidatingAdmissionPolicy).
+#   The writer list is written into its policy (empty: any user but nodes):
+#   `volume-health-webhook policies --pvc-health-writers <users> --out-dir <dir>` writes
+#   another list, or an overlay patches `/spec/variables/0/expression` of policy
+#   volume-health-pvc-health-writers (docs/native-policies.md). Nothing here is namespaced,
+#   so no namespace, ConfigMap or other object can go missing and turn a rule into "refuse
+#   every claim status write".
+# - bindings-deny.yaml: the validating policies enforced. bindings-warn.yaml and
+#   bindings-audit.yaml bind them with Warn or Audit instead: list one of the three.
+# - drop-on-save-bindings.yaml: not listed; adding it turns the gated fields off, as the
+#   webhook's CSIVolumeHealth=false does.
+apiVersion: kustomize.config.k8s.io/v1alpha1
+kind: Component
+resources:
+  - policies.yaml
+  - bindings-deny.yaml
+"#;
+
+/// The files of `manifests/components/native-policies`, by name, each a YAML stream, with
+/// `writers` as the writer list of claims' `status.healthStatus` (as `--pvc-health-writers`
+/// takes it; empty: any user but nodes).
+pub fn files(writers: &[&str]) -> Vec<(String, String)> {
     let mut files = vec![
-        ("policies.yaml".to_owned(), yaml_stream(&policies())),
+        ("kustomization.yaml".to_owned(), KUSTOMIZATION.to_owned()),
+        ("policies.yaml".to_owned(), yaml_stream(&policies(writers))),
         (
             "drop-on-save-bindings.yaml".to_owned(),
             yaml_stream(&drop_on_save_bindings()),
-        ),
-        (
-            "writers.yaml".to_owned(),
-            yaml_stream(&[writers_param(&[])]),
         ),
     ];
     for action in Action::ALL {
@@ -102,14 +126,14 @@ pub fn files() -> Vec<(String, String)> {
 }
 
 /// Every policy: a drop-on-save MutatingAdmissionPolicy per resource, then the
-/// ValidatingAdmissionPolicies.
-pub fn policies() -> Vec<Value> {
+/// ValidatingAdmissionPolicies, the claim health writers' with `writers` as its list.
+pub fn policies(writers: &[&str]) -> Vec<Value> {
     let mut objects: Vec<Value> = HealthResource::ALL
         .iter()
         .map(|r| drop_on_save(*r))
         .collect();
     objects.push(storage_condition_identity());
-    objects.push(pvc_health_writers());
+    objects.push(pvc_health_writers(writers));
     objects
 }
 
@@ -430,9 +454,14 @@ fn is_node() -> String {
 }
 
 /// The claim health rule of NodeRestriction style with this project's wording, and the writer
-/// list (`--pvc-health-writers`) from the [`WRITERS_CONFIGMAP`] param: a node never changes a
-/// claim's `status.healthStatus`, a user outside the list neither.
-pub fn pvc_health_writers() -> Value {
+/// list (`--pvc-health-writers`), written into the policy: a node never changes a claim's
+/// `status.healthStatus`, a user outside the list neither; an empty list is any user but
+/// nodes.
+///
+/// The list is a CEL literal, not a param: the apiserver resolves a binding's param before
+/// any matchCondition, so a param object that is missing (its namespace deleted, say) would
+/// refuse every claim status write the policy matches, the PV controller's binding included.
+pub fn pvc_health_writers(writers: &[&str]) -> Value {
     let resource = HealthResource::PersistentVolumeClaims;
     let field = resource.gated_field();
     let forbidden = |reason: Restricted| {
@@ -456,14 +485,10 @@ pub fn pvc_health_writers() -> Value {
         "kind": "ValidatingAdmissionPolicy",
         "metadata": {"name": pvc_health_writers_name(), "labels": labels()},
         "spec": {
-            // Constant cost; a missing list is the binding's parameterNotFoundAction (Deny),
-            // which this failurePolicy turns into a refusal.
+            // Constant cost: nothing to fail on but the apiserver's own errors.
             "failurePolicy": "Fail",
-            "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
             // The main resource is listed for the type checker and excluded here (which the
-            // type checker does not read): the binding resolves its param before any
-            // matchCondition, so without the ConfigMap it refuses every write it matches, and
-            // a claim's spec and finalizers must stay writable.
+            // type checker does not read): a claim's spec and finalizers are never matched.
             "matchConstraints": {
                 "resourceRules": resource_rules(resource, &["UPDATE"]),
                 "excludeResourceRules": [{
@@ -478,10 +503,9 @@ pub fn pvc_health_writers() -> Value {
                 {"name": "health-status-changed", "expression": changed},
             ],
             "variables": [
-                {"name": "writers", "expression": format!(
-                    "params == null || !has(params.data) || !({key} in params.data) ? [] : params.data[{key}].split(',').map(w, w.trim()).filter(w, w != '')",
-                    key = lit(WRITERS_KEY),
-                )},
+                // The one line an overlay patches to list its writers
+                // (`/spec/variables/0/expression`), or `policies --pvc-health-writers`.
+                {"name": "writers", "expression": writers_literal(writers)},
             ],
             // Node first, as the webhook checks it.
             "validations": [
@@ -500,14 +524,80 @@ pub fn pvc_health_writers() -> Value {
     })
 }
 
-/// The writer list param, as `--pvc-health-writers` would list `writers`.
-pub fn writers_param(writers: &[&str]) -> Value {
-    json!({
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": WRITERS_CONFIGMAP, "namespace": NAMESPACE, "labels": labels()},
-        "data": {WRITERS_KEY: writers.join(",")},
-    })
+/// `writers` as a CEL list of strings, trimmed, empty names left out (as the webhook reads
+/// `--pvc-health-writers`).
+fn writers_literal(writers: &[&str]) -> String {
+    let items: Vec<String> = writers
+        .iter()
+        .map(|w| w.trim())
+        .filter(|w| !w.is_empty())
+        .map(lit)
+        .collect();
+    format!("[{}]", items.join(", "))
+}
+
+/// The suffix kube-apiserver reserves for objects it loads from static manifests
+/// (`staticManifestsDir`, KEP-5793): such names cannot be created, changed or deleted through
+/// the API.
+pub const STATIC_SUFFIX: &str = ".static.k8s.io";
+
+/// Where `static_files` puts the validating policies, under the static folder.
+pub const STATIC_VALIDATING_DIR: &str = "validating";
+
+/// The static manifests of the validating policies and their bindings with `action` (the
+/// writer list `writers`), and the AdmissionConfiguration that loads them: files by path under
+/// a folder that the apiserver reads at `host_dir` (an absolute path on the control plane
+/// host). Loaded from files, the rules answer before the apiserver serves, and no API client
+/// can turn them off. The drop-on-save policies are left out: their bindings are the runtime
+/// switch, made through the API.
+pub fn static_files(writers: &[&str], action: Action, host_dir: &str) -> Vec<(String, String)> {
+    let rename = |mut object: Value| {
+        let name = format!(
+            "{}{STATIC_SUFFIX}",
+            object["metadata"]["name"].as_str().unwrap_or_default()
+        );
+        object["metadata"]["name"] = json!(name);
+        if let Some(policy) = object["spec"]["policyName"].as_str().map(str::to_owned) {
+            object["spec"]["policyName"] = json!(format!("{policy}{STATIC_SUFFIX}"));
+        }
+        object
+    };
+    let objects: Vec<Value> = [storage_condition_identity(), pvc_health_writers(writers)]
+        .into_iter()
+        .chain(bindings(action))
+        .map(rename)
+        .collect();
+    let host_dir = host_dir.trim_end_matches('/');
+    let configuration = json!({
+        "apiVersion": "apiserver.config.k8s.io/v1",
+        "kind": "AdmissionConfiguration",
+        "plugins": [{
+            "name": "ValidatingAdmissionPolicy",
+            "configuration": {
+                "apiVersion": "apiserver.config.k8s.io/v1",
+                "kind": "ValidatingAdmissionPolicyConfiguration",
+                "staticManifestsDir": format!("{host_dir}/{STATIC_VALIDATING_DIR}"),
+            },
+        }],
+    });
+    vec![
+        (
+            format!("{STATIC_VALIDATING_DIR}/volume-health.yaml"),
+            static_yaml_stream(&objects),
+        ),
+        (
+            "admission-configuration.yaml".to_owned(),
+            static_yaml_stream(&[configuration]),
+        ),
+    ]
+}
+
+/// Objects as one YAML stream for kube-apiserver's own loaders: no separator before the first
+/// document, since they read a comment-only document as an object without a kind (and refuse
+/// to start).
+fn static_yaml_stream(objects: &[Value]) -> String {
+    let stream = yaml_stream(objects);
+    stream.replacen("\n---\n", "\n", 1)
 }
 
 /// The bindings of the validating policies with `action`.
@@ -525,18 +615,7 @@ pub fn bindings(action: Action) -> Vec<Value> {
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "ValidatingAdmissionPolicyBinding",
             "metadata": {"name": binding_name(&writers, action), "labels": labels()},
-            "spec": {
-                "policyName": writers,
-                "validationActions": [action.as_str()],
-                // A missing ConfigMap refuses every change of a claim's health (the policy's
-                // failurePolicy): allowing would silently turn the list and the node rule off
-                // wherever the ConfigMap is not found. An empty list is "any user but nodes".
-                "paramRef": {
-                    "name": WRITERS_CONFIGMAP,
-                    "namespace": NAMESPACE,
-                    "parameterNotFoundAction": "Deny",
-                },
-            },
+            "spec": {"policyName": writers, "validationActions": [action.as_str()]},
         }),
     ]
 }
@@ -596,8 +675,61 @@ mod tests {
     }
 
     #[test]
+    fn static_manifests_carry_the_reserved_suffix_and_point_at_their_folder() {
+        let files = static_files(
+            &["alice"],
+            Action::Deny,
+            "/etc/kubernetes/volume-health/static-policies/",
+        );
+        let (path, text) = &files[0];
+        assert_eq!(path, "validating/volume-health.yaml");
+        assert!(
+            !text.starts_with("---") && !text.contains("regenerate.\n---"),
+            "{text}"
+        );
+        let objects: Vec<Value> = text
+            .split("\n---\n")
+            .map(|doc| serde_yaml::from_str(doc).unwrap())
+            .collect();
+        assert_eq!(objects.len(), 4);
+        for object in &objects {
+            let name = object["metadata"]["name"].as_str().unwrap();
+            assert!(name.ends_with(STATIC_SUFFIX), "{name}");
+            if let Some(policy) = object["spec"]["policyName"].as_str() {
+                assert!(policy.ends_with(STATIC_SUFFIX), "{policy}");
+                assert!(objects.iter().any(|o| o["metadata"]["name"] == policy));
+            }
+            assert!(object["spec"].get("paramKind").is_none());
+            assert!(object["spec"].get("paramRef").is_none());
+        }
+        assert!(files[1].1.contains(
+            "staticManifestsDir: /etc/kubernetes/volume-health/static-policies/validating\n"
+        ));
+    }
+
+    #[test]
+    fn the_writer_list_is_a_literal_in_the_policy() {
+        let expression = |writers: &[&str]| {
+            pvc_health_writers(writers)["spec"]["variables"][0]["expression"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        };
+        assert_eq!(expression(&[]), "[]");
+        assert_eq!(
+            expression(&[" system:serviceaccount:kube-system:monitor", "", "o'brien "]),
+            r"['system:serviceaccount:kube-system:monitor', 'o\'brien']"
+        );
+        let policy = pvc_health_writers(&["alice"]);
+        assert!(policy["spec"].get("paramKind").is_none(), "{policy}");
+        for binding in bindings(Action::Deny) {
+            assert!(binding["spec"].get("paramRef").is_none(), "{binding}");
+        }
+    }
+
+    #[test]
     fn messages_are_the_librarys() {
-        let writers = pvc_health_writers().to_string();
+        let writers = pvc_health_writers(&[]).to_string();
         assert!(writers.contains("is not allowed to update status.healthStatus"));
         assert!(writers.contains("persistentvolumeclaims "));
         let identity = storage_condition_identity().to_string();
@@ -608,7 +740,7 @@ mod tests {
 
     #[test]
     fn every_policy_lists_v1_and_its_main_resource() {
-        for policy in policies() {
+        for policy in policies(&[]) {
             let rules = &policy["spec"]["matchConstraints"]["resourceRules"];
             let rule = &rules[0];
             assert_eq!(rules.as_array().map(Vec::len), Some(1));

@@ -64,7 +64,7 @@ async fn create(cluster: &Cluster, object: &Value) {
 /// Every generated policy, and the bindings with `Deny`; the drop-on-save bindings select the
 /// labelled pod only.
 async fn bind_native(cluster: &Cluster) {
-    for object in policies::policies()
+    for object in policies::policies(&[])
         .iter()
         .chain(&policies::bindings(Action::Deny))
     {

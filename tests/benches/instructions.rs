@@ -15,6 +15,9 @@
 //! `cargo bench -p volume-health-tests --bench instructions [-- <filter>]`. A count more than
 //! 3 % above its recorded one is printed as a miss, and fails the run with `BENCH_ENFORCE=1`.
 //! `VALGRIND` names the valgrind to run (by default the one on `PATH`).
+//! `VOLUME_HEALTH_INSTRUCTIONS_OTHER_BUILD` names this benchmark built with another profile:
+//! `make bench` gives it the `local` profile's build (`make run`'s, no LTO), whose library
+//! counts are printed next to this build's, so that what the faster build costs is measured.
 
 // Benchmark setup unwraps: a panic here is a broken fixture, reported with its location.
 #![allow(clippy::unwrap_used)]
@@ -29,6 +32,9 @@ use volume_health_validation::{AdmissionReview, Settings, Verdict};
 
 /// The environment variable that makes the benchmark a worker: `<case>:<side>:<reviews>`.
 const WORKER: &str = "VOLUME_HEALTH_INSTRUCTIONS_WORKER";
+/// The same benchmark built with another profile (`make bench` builds it with `local`, `make
+/// run`'s): its library counts are printed next to this build's.
+const OTHER_BUILD: &str = "VOLUME_HEALTH_INSTRUCTIONS_OTHER_BUILD";
 /// The two process sizes whose difference is counted.
 const FEW: u64 = 200;
 const MANY: u64 = 600;
@@ -124,6 +130,8 @@ fn main() {
     let enforce = std::env::var("BENCH_ENFORCE").is_ok_and(|v| !v.is_empty() && v != "0");
     let valgrind = std::env::var("VALGRIND").unwrap_or_else(|_| "valgrind".to_owned());
     let recorded = recorded();
+    let this = std::env::current_exe().unwrap();
+    let other = std::env::var_os(OTHER_BUILD).map(std::path::PathBuf::from);
 
     let cases: Vec<usize> = (0..CASES.len())
         .filter(|&case| CASES[case].label.contains(&filter))
@@ -137,15 +145,29 @@ fn main() {
         MANY - FEW
     );
     println!(
-        "{:<26} {:>10} {:>10} {:>9} {:>12} {:>12}",
-        "body", "library", "baseline", "lib/base", "lib/recorded", "base/recorded"
+        "{:<26} {:>10} {:>10} {:>9} {:>12} {:>12}{}",
+        "body",
+        "library",
+        "baseline",
+        "lib/base",
+        "lib/recorded",
+        "base/recorded",
+        if other.is_some() {
+            format!(" {:>10} {:>9}", "other", "other/lib")
+        } else {
+            String::new()
+        }
     );
     let dir = tempfile::tempdir().unwrap();
     let mut missed = 0;
     for case in cases {
         let label = CASES[case].label;
-        let library = per_review(&valgrind, dir.path(), case, Side::Library);
-        let base = per_review(&valgrind, dir.path(), case, Side::Baseline);
+        let library = per_review(&valgrind, &this, dir.path(), case, Side::Library);
+        let base = per_review(&valgrind, &this, dir.path(), case, Side::Baseline);
+        let other = other.as_ref().map(|exe| {
+            let count = per_review(&valgrind, exe, dir.path(), case, Side::Library);
+            format!(" {count:>10} {:>8.3}x", count as f64 / library as f64)
+        });
         let (vs_recorded, base_vs_recorded, miss) = match recorded.iter().find(|r| r.2 == label) {
             Some(&(lib_recorded, base_recorded, _)) => {
                 let miss = library as f64 > lib_recorded as f64 * (1.0 + TOLERANCE);
@@ -159,8 +181,9 @@ fn main() {
         };
         missed += usize::from(miss);
         println!(
-            "{label:<26} {library:>10} {base:>10} {:>8.3}x {vs_recorded:>12} {base_vs_recorded:>12}{}",
+            "{label:<26} {library:>10} {base:>10} {:>8.3}x {vs_recorded:>12} {base_vs_recorded:>12}{}{}",
             library as f64 / base as f64,
+            other.unwrap_or_default(),
             if miss { "  MISS" } else { "" }
         );
     }
@@ -200,9 +223,9 @@ fn recorded() -> Vec<(u64, u64, &'static str)> {
 }
 
 /// Instructions per review of one side on one body.
-fn per_review(valgrind: &str, dir: &Path, case: usize, side: Side) -> u64 {
-    let few = instructions(valgrind, dir, case, side, FEW);
-    let many = instructions(valgrind, dir, case, side, MANY);
+fn per_review(valgrind: &str, exe: &Path, dir: &Path, case: usize, side: Side) -> u64 {
+    let few = instructions(valgrind, exe, dir, case, side, FEW);
+    let many = instructions(valgrind, exe, dir, case, side, MANY);
     assert!(
         many > few,
         "{} on {}: {many} instructions for {MANY} reviews, {few} for {FEW}",
@@ -213,12 +236,19 @@ fn per_review(valgrind: &str, dir: &Path, case: usize, side: Side) -> u64 {
 }
 
 /// The instructions of a whole worker process that does `reviews` reviews.
-fn instructions(valgrind: &str, dir: &Path, case: usize, side: Side, reviews: u64) -> u64 {
+fn instructions(
+    valgrind: &str,
+    exe: &Path,
+    dir: &Path,
+    case: usize,
+    side: Side,
+    reviews: u64,
+) -> u64 {
     let out = dir.join(format!("callgrind.{case}.{}.{reviews}", side.name()));
     let status = Command::new(valgrind)
         .args(["--tool=callgrind", "--quiet"])
         .arg(format!("--callgrind-out-file={}", out.display()))
-        .arg(std::env::current_exe().unwrap())
+        .arg(exe)
         .env(WORKER, format!("{case}:{}:{reviews}", side.name()))
         .status()
         .unwrap_or_else(|e| {

@@ -175,7 +175,7 @@ fn paired(server: &Tally, baseline: &Tally, figure: fn(&Round) -> f64) -> (f64, 
         return (0.0, 0.0, 0.0);
     };
     let mid = ratios.len() / 2;
-    let median = if ratios.len() % 2 == 0 {
+    let median = if ratios.len().is_multiple_of(2) {
         (ratios[mid - 1] + ratios[mid]) / 2.0
     } else {
         ratios[mid]

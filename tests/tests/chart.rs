@@ -781,7 +781,7 @@ fn the_schema_refuses_wrong_values() {
 #[ignore = "needs helm: make chart"]
 fn templated_arguments_and_values_are_quoted() {
     let mut checked = 0;
-    for name in ["deployment.yaml", "doctor.yaml"] {
+    for name in ["deployment.yaml", "doctor.yaml", "audit.yaml"] {
         let text = fs::read_to_string(chart().join("templates").join(name)).expect("template");
         for line in text.lines() {
             let item = line.trim_start();
@@ -955,5 +955,174 @@ fn client_certificates_are_the_client_ca_component() {
             "clientCA.secretName=apiserver-client-ca",
         ],
         "give caCrt or secretName, not both",
+    );
+}
+
+/// The objects without the annotation only the chart's CRDs carry: Helm keeps them on
+/// uninstall (other tools' reports live in them), which means nothing to kustomize.
+fn without_keep(objects: Vec<Value>) -> Vec<Value> {
+    objects
+        .into_iter()
+        .map(|mut object| {
+            if object["kind"] == "CustomResourceDefinition" {
+                let annotations = object["metadata"]["annotations"]
+                    .as_object_mut()
+                    .expect("the chart's CRDs are annotated");
+                assert_eq!(
+                    annotations.remove("helm.sh/resource-policy"),
+                    Some(json!("keep")),
+                    "the chart keeps the CRDs on uninstall"
+                );
+            }
+            object
+        })
+        .collect()
+}
+
+/// `audit.enabled` is components/audit, with components/openreports-crds unless
+/// `audit.installCRDs` is false; the chart's copies of the CRDs are the component's; off by
+/// default.
+#[test]
+#[ignore = "needs helm: make chart"]
+fn the_audit_is_the_audit_components() {
+    assert!(
+        !template(&[]).iter().any(|o| o["kind"] == "CronJob"),
+        "the audit is off by default"
+    );
+    let with_crds = DEFAULT_COMPONENTS
+        .iter()
+        .copied()
+        .chain(["audit", "openreports-crds"])
+        .collect::<Vec<_>>();
+    assert_same(
+        "audit.enabled=true",
+        &without_keep(template(&["--set", "audit.enabled=true"])),
+        &without_namespace(kustomize(&overlay("cert-manager", &with_crds, ""))),
+    );
+    let without_crds = DEFAULT_COMPONENTS
+        .iter()
+        .copied()
+        .chain(["audit"])
+        .collect::<Vec<_>>();
+    assert_same(
+        "audit.installCRDs=false",
+        &template(&["--set", "audit.enabled=true,audit.installCRDs=false"]),
+        &without_namespace(kustomize(&overlay("cert-manager", &without_crds, ""))),
+    );
+    for file in [
+        "openreports.io_reports.yaml",
+        "openreports.io_clusterreports.yaml",
+    ] {
+        let read = |dir: &str| fs::read(repository().join(dir).join(file)).expect(file);
+        assert_eq!(
+            read("charts/volume-health/files/openreports-crds"),
+            read("manifests/components/openreports-crds"),
+            "{file}: the chart's copy differs from the component's"
+        );
+    }
+    let objects = template(&[
+        "--set",
+        "audit.enabled=true",
+        "--set-string",
+        "audit.schedule=*/30 * * * *",
+    ]);
+    let cronjob = objects
+        .iter()
+        .find(|o| o["kind"] == "CronJob")
+        .expect("the CronJob");
+    assert_eq!(cronjob["spec"]["schedule"], "*/30 * * * *");
+    template_fails(&["--set", "audit.schedule=hourly"], "'/audit/schedule'");
+    template_fails(
+        &["--set-string", "audit.installCRDs=yes"],
+        "'/audit/installCRDs'",
+    );
+    let mut command = helm();
+    command
+        .args(["lint", "--strict", "--namespace", NAMESPACE])
+        .arg(chart())
+        .args(["--set", "audit.enabled=true"]);
+    run(command);
+}
+
+/// The generated policies with `writers` and the bindings of `action`, as objects.
+fn native(writers: &[&str], action: volume_health_policies::Action) -> Vec<Value> {
+    volume_health_policies::policies(writers)
+        .into_iter()
+        .chain(volume_health_policies::bindings(action))
+        .collect()
+}
+
+#[test]
+#[ignore = "needs helm: make chart"]
+fn native_mode_is_the_native_overlays() {
+    use volume_health_policies::Action;
+
+    // The chart's copies of the component's files are the files.
+    let component = repository().join("manifests/components/native-policies");
+    for file in [
+        "policies.yaml",
+        "bindings-deny.yaml",
+        "bindings-warn.yaml",
+        "bindings-audit.yaml",
+        "drop-on-save-bindings.yaml",
+    ] {
+        assert_eq!(
+            fs::read_to_string(chart().join("files/native-policies").join(file)).expect("copy"),
+            fs::read_to_string(component.join(file)).expect("component file"),
+            "charts/volume-health/files/native-policies/{file}: copy it from the component"
+        );
+    }
+    for (args, overlay_name) in [
+        (vec!["--set", "mode=native"], "native"),
+        (
+            vec!["--set", "mode=native", "--set", "enforcementAction=warn"],
+            "native-warn",
+        ),
+    ] {
+        assert_same(
+            overlay_name,
+            &template(&args),
+            &kustomize(&overlay(overlay_name, &[], "")),
+        );
+    }
+    // dryrun is the Audit bindings; the writer list is written into its policy as the
+    // generator writes it; the gate off binds drop on save.
+    assert_same(
+        "mode=native, enforcementAction=dryrun",
+        &template(&["--set", "mode=native", "--set", "enforcementAction=dryrun"]),
+        &native(&[], Action::Audit),
+    );
+    let monitor = "system:serviceaccount:kube-system:csi-health-monitor";
+    assert_same(
+        "mode=native with pvcHealthWriters",
+        &template(&[
+            "--set",
+            "mode=native",
+            "--set",
+            &format!("pvcHealthWriters={{{monitor},alice}}"),
+        ]),
+        &native(&[monitor, "alice"], Action::Deny),
+    );
+    let mut gate_off = native(&[], Action::Deny);
+    gate_off.extend(volume_health_policies::drop_on_save_bindings());
+    assert_same(
+        "mode=native, featureGates.CSIVolumeHealth=false",
+        &template(&[
+            "--set",
+            "mode=native",
+            "--set",
+            "featureGates.CSIVolumeHealth=false",
+        ]),
+        &gate_off,
+    );
+    // A name the chart cannot quote as the generator does is refused, never mangled.
+    template_fails(
+        &[
+            "--set",
+            "mode=native",
+            "--set",
+            "pvcHealthWriters={o'brien}",
+        ],
+        "holds a quote or backslash",
     );
 }

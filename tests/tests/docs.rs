@@ -457,3 +457,94 @@ fn cargo_commands_name_packages_and_targets_that_exist() {
     }
     assert!(ran >= 4, "only {ran} cargo commands");
 }
+
+/// The glossary's terms, as a page writes them, and their anchors in docs/glossary.md.
+const GLOSSARY_TERMS: [(&str, &str); 5] = [
+    ("drop on save", "drop-on-save"),
+    ("ratchet", "ratcheting"),
+    ("the hop", "the-hop"),
+    ("open", "fails-open"),
+    ("in-tree", "in-tree"),
+];
+
+/// The first use of `term` in a page's prose (not in a code block, a heading, inline code or
+/// a link's text): its line.
+fn first_use(text: &str, term: &str) -> Option<usize> {
+    let mut fenced = false;
+    for (number, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if fenced || line.trim_start().starts_with('#') {
+            continue;
+        }
+        let lower = line.to_lowercase();
+        for (at, _) in lower.match_indices(term) {
+            let before = &lower[..at];
+            let in_code = before.matches('`').count() % 2 == 1;
+            let in_link_text = before.rfind('[').unwrap_or(0) > before.rfind(']').unwrap_or(0)
+                && before.contains('[');
+            // "open" is the glossary's only as "fail open" or "fails open".
+            let whole = term != "open" || before.ends_with("fail ") || before.ends_with("fails ");
+            if !in_code && !in_link_text && whole {
+                return Some(number);
+            }
+        }
+    }
+    None
+}
+
+/// Every page links a glossary term's entry at or before the term's first use, so that no
+/// reader meets "drop on save" or "fails open" before it is defined.
+#[test]
+fn glossary_terms_link_the_glossary_where_a_page_first_uses_them() {
+    let mut missing = Vec::new();
+    let mut pages: Vec<(String, String)> = fs::read_dir(repository().join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "md"))
+        .filter(|p| !p.ends_with("glossary.md"))
+        .map(|p| {
+            let name = format!("docs/{}", p.file_name().unwrap().to_string_lossy());
+            (name, fs::read_to_string(&p).unwrap())
+        })
+        .collect();
+    pages.push((
+        "README.md".to_owned(),
+        fs::read_to_string(repository().join("README.md")).unwrap(),
+    ));
+    let glossary = fs::read_to_string(repository().join("docs/glossary.md")).unwrap();
+    for (page, text) in &pages {
+        let prefix = if page == "README.md" {
+            "docs/glossary.md"
+        } else {
+            "glossary.md"
+        };
+        for (term, anchor) in GLOSSARY_TERMS {
+            assert!(
+                glossary
+                    .lines()
+                    .any(|l| l.starts_with("## ")
+                        && l[3..].to_lowercase().replace(' ', "-") == anchor),
+                "docs/glossary.md has no entry #{anchor}"
+            );
+            let Some(line) = first_use(text, term) else {
+                continue;
+            };
+            let target = format!("{prefix}#{anchor}");
+            let upto: Vec<&str> = text.lines().take(line + 1).collect();
+            // The README's index row names the terms beside its link to the glossary.
+            let linked = upto.iter().any(|l| l.contains(&target))
+                || (page == "README.md" && upto[line].contains(&format!("({prefix})")));
+            if !linked {
+                missing.push(format!("{page}:{}: {term} (link {target})", line + 1));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "first uses of a glossary term without a link to its entry:\n{}",
+        missing.join("\n")
+    );
+}

@@ -458,7 +458,7 @@ async fn every_command_runs_as_the_docs_give_it() {
                             .or_insert_with(|| MakeRun::start(&webhook, &sandbox, &args));
                         let script = f
                             .replace("localhost:8443", &format!("localhost:{}", server.secure))
-                            .replace("localhost:8080", &format!("localhost:{}", server.health))
+                            .replace("localhost:8081", &format!("localhost:{}", server.health))
                             .replace(
                                 "--cacert target/dev/ca.crt",
                                 &format!("--cacert {}", server.ca.display()),
@@ -707,8 +707,20 @@ fn binary(runner: &Runner, command: &DocCommand) {
         );
         return;
     }
-    // The doctor exits 0 clean, 1 with findings, 2 on an error; `check` likewise.
     let code = out.status.code();
+    if f.contains(" verify") {
+        // The install here has no pods behind its Service: verify runs its probes and says
+        // which entries failed (1), or, where nothing is installed yet, that nothing is.
+        assert!(
+            matches!(code, Some(0 | 1 | 3)),
+            "{}: `{f}` failed:\n{}",
+            command.at(),
+            output_text(&out)
+        );
+        assert!(stdout.contains("verify: "), "{}: {stdout}", command.at());
+        return;
+    }
+    // The doctor exits 0 clean, 1 with findings, 2 on an error; `check` likewise.
     assert!(
         matches!(code, Some(0 | 1)),
         "{}: `{f}` failed:\n{}",

@@ -20,7 +20,6 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use hyper::Method;
-use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use volume_health_policies::{self as policies, Action};
@@ -30,7 +29,10 @@ use volume_health_validation::rules::ConditionIdentity;
 use volume_health_validation::{AdmissionRequest, HealthResource, Operation, Settings, UserInfo};
 
 use e2e_support::{Answer, Replay};
-use volume_health_tests::cluster::{Cluster, ClusterOptions, ControllerManager, bin_dir};
+use volume_health_tests::cluster::{
+    Cluster, ClusterOptions, ControllerManager, NAMESPACE_CONTROLLER, POLICY_STATUS_CONTROLLER,
+    PV_BINDER_CONTROLLER, bin_dir,
+};
 use volume_health_tests::phases::Phases;
 
 /// The writer list of the suite, as `--pvc-health-writers` and the param list it.
@@ -359,7 +361,17 @@ async fn native_policies_answer_as_the_webhooks() {
             };
             let cluster = Cluster::start(&bin, options).await?;
             eprintln!("kube-apiserver ready; logs in {}", cluster.dir().display());
-            let controller = ControllerManager::start(&cluster, &bin)?;
+            // The PV controller writes claim status, which no policy may refuse; the
+            // namespace controller finishes an uninstall's namespace deletion.
+            let controller = ControllerManager::start_with(
+                &cluster,
+                &bin,
+                &[
+                    POLICY_STATUS_CONTROLLER,
+                    PV_BINDER_CONTROLLER,
+                    NAMESPACE_CONTROLLER,
+                ],
+            )?;
             anyhow::Ok((cluster, controller))
         })
         .await;
@@ -387,13 +399,15 @@ async fn native_policies_answer_as_the_webhooks() {
         .after("policies enforced")
         .run(compare(cluster))
         .await;
-    // First, while the Deny bindings are the ones created at the start: bindings deleted and
-    // created again (warn_and_audit) may leave the apiserver's param informer behind for a
-    // while, and this phase watches the param itself.
     phases
-        .phase("writer list param")
+        .phase("writer list in the policy")
         .after("policies enforced")
-        .run(writer_list_param(cluster))
+        .run(writer_list_in_the_policy(cluster))
+        .await;
+    phases
+        .phase("PV controller after an uninstall")
+        .after("policies enforced")
+        .run(pv_controller_after_an_uninstall(cluster))
         .await;
     phases
         .phase("node writes claim health")
@@ -425,10 +439,11 @@ async fn native_policies_answer_as_the_webhooks() {
         .after("policies enforced")
         .run(warn_and_audit(cluster))
         .await;
-    // Its claims' status writes need the suite's writer list, which writer_list_param restores.
+    // Its claims' status writes need the suite's writer list, which
+    // writer_list_in_the_policy restores.
     phases
         .phase("drop on save")
-        .after("writer list param")
+        .after("writer list in the policy")
         .run(drop_on_save(cluster))
         .await;
     phases
@@ -438,16 +453,9 @@ async fn native_policies_answer_as_the_webhooks() {
     phases.finish();
 }
 
-/// The namespace, the writer list, RBAC that lets every user write claim status, and the
-/// generated policies with their Deny bindings.
+/// RBAC that lets every user write claim status, and the generated policies, with the suite's
+/// writer list, and their Deny bindings.
 async fn install(cluster: &Cluster) {
-    create(
-        cluster,
-        &json!({"apiVersion": "v1", "kind": "Namespace",
-        "metadata": {"name": policies::NAMESPACE}}),
-    )
-    .await;
-    create(cluster, &policies::writers_param(WRITERS)).await;
     // RBAC lets every user write claim status: the policy, not the authorizer, answers.
     create(
         cluster,
@@ -461,7 +469,7 @@ async fn install(cluster: &Cluster) {
         "metadata": {"name": "claim-status-writer"},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "claim-status-writer"},
         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:authenticated"}]})).await;
-    for object in policies::policies()
+    for object in policies::policies(WRITERS)
         .iter()
         .chain(&policies::bindings(Action::Deny))
     {
@@ -982,14 +990,12 @@ async fn swap_bindings(cluster: &Cluster, from: Action, to: Action) {
     }
 }
 
-/// Replaces the validating binding of `binding`'s name with it, in place: a binding deleted
-/// and created again may leave the apiserver without any binding of the param's kind for a
-/// moment.
-async fn replace_binding(cluster: &Cluster, binding: &Value) {
+/// Replaces a stored policy or binding with `object`, as an apply would.
+async fn replace(cluster: &Cluster, object: &Value) {
     let path = format!(
         "{}/{}",
-        policy_path("ValidatingAdmissionPolicyBinding"),
-        binding["metadata"]["name"].as_str().unwrap()
+        policy_path(object["kind"].as_str().unwrap()),
+        object["metadata"]["name"].as_str().unwrap()
     );
     let (code, current) = cluster
         .api
@@ -997,11 +1003,11 @@ async fn replace_binding(cluster: &Cluster, binding: &Value) {
         .await
         .unwrap();
     assert_eq!(code, 200, "{current}");
-    let mut binding = binding.clone();
-    binding["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
+    let mut object = object.clone();
+    object["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
     let (code, body) = cluster
         .api
-        .send(Method::PUT, &path, Some(&binding), None)
+        .send(Method::PUT, &path, Some(&object), None)
         .await
         .unwrap();
     assert_eq!(code, 200, "{body}");
@@ -1231,137 +1237,112 @@ async fn answer_until(
     }
 }
 
-/// The component rendered by `kubectl kustomize` with `namespace: <namespace>` in the operator's
-/// overlay, as objects.
-fn render_component(namespace: &str) -> Vec<Value> {
-    let scratch = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let component = scratch.path().join("native-policies");
-    std::fs::create_dir(&component).unwrap();
-    let source = volume_health_tests::repository().join("manifests/components/native-policies");
-    for entry in std::fs::read_dir(source).unwrap() {
-        let entry = entry.unwrap();
-        std::fs::copy(entry.path(), component.join(entry.file_name())).unwrap();
-    }
-    std::fs::write(
-        scratch.path().join("kustomization.yaml"),
-        format!("namespace: {namespace}\ncomponents:\n  - native-policies\n"),
-    )
-    .unwrap();
-    let out = std::process::Command::new("kubectl")
-        .arg("kustomize")
-        .arg(scratch.path())
-        .output()
-        .expect("kubectl on PATH");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
-    serde_yaml::Deserializer::from_str(&text)
-        .map(|doc| Value::deserialize(doc).unwrap())
-        .filter(|doc| !doc.is_null())
-        .collect()
-}
-
-/// The writer list's ConfigMap is the binding's param: without it every change of a claim's
-/// health is refused, a listed writer's too (never a silent allow that would drop the list
-/// and the node rule); the component rendered into another namespace binds that namespace's
-/// ConfigMap. The suite's ConfigMap and Deny bindings are restored after.
-async fn writer_list_param(cluster: &Cluster) {
+/// The writer list is the policy's own: written again with only alice, bob is refused and alice
+/// writes; the suite's list is restored after.
+async fn writer_list_in_the_policy(cluster: &Cluster) {
     let mut index = 5000;
-    let writers = policies::pvc_health_writers_name();
-    let listed = claim_health_write(WRITERS[1]);
-    let configmap = format!(
-        "/api/v1/namespaces/{}/configmaps/{}",
-        policies::NAMESPACE,
-        policies::WRITERS_CONFIGMAP
-    );
-    let (code, body) = cluster
-        .api
-        .send(Method::DELETE, &configmap, None, None)
-        .await
-        .unwrap();
-    assert_eq!(code, 200, "{body}");
-    // The binding, replaced in place, looks its param up again.
-    let param = |o: &&Value| o.pointer("/spec/paramRef").is_some();
-    let generated = policies::bindings(Action::Deny);
-    replace_binding(cluster, generated.iter().find(param).unwrap()).await;
-    let refused = answer_until(cluster, &listed, &mut index, "no list", |a| {
-        *a != Answer::Allowed
-    })
-    .await;
-    eprintln!("ok   writer list missing: a listed writer is refused: {refused:?}");
-    assert!(
-        refused.message().contains(&writers),
-        "the writer list's policy refuses: {refused:?}"
-    );
-    // The policy matches status writes only: a claim's spec and metadata stay writable.
-    let mut labelled = claim("claim", Value::Null);
-    labelled["metadata"]["labels"] = json!({"team": "storage"});
-    let relabel = Replay::new(
-        "writers: a label while the list is missing".to_owned(),
-        HealthResource::PersistentVolumeClaims,
-        Operation::Update,
-        String::new(),
-        json!({"username": "system:admin", "groups": ["system:masters", "system:authenticated"]}),
-        Some(labelled),
-        Some(claim("claim", Value::Null)),
-    );
-    index += 1;
-    assert_eq!(
-        relabel.apiserver(cluster, index).await.unwrap(),
-        Answer::Allowed,
-        "a claim's labels stay writable without the list"
-    );
-    eprintln!("ok   writer list missing: a claim's labels are written");
-
-    // Rendered into another namespace, listing only alice; the suite's list stays deleted, so
-    // a binding still naming it would refuse alice too.
-    let elsewhere = "volume-health-elsewhere";
-    let rendered = render_component(elsewhere);
-    let binding = rendered
-        .iter()
-        .filter(|o| o["kind"] == "ValidatingAdmissionPolicyBinding")
-        .find(param)
-        .unwrap();
-    assert_eq!(binding["spec"]["validationActions"], json!(["Deny"]));
-    create(
-        cluster,
-        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": elsewhere}}),
-    )
-    .await;
-    let mut list = rendered
-        .iter()
-        .find(|o| o["kind"] == "ConfigMap")
-        .unwrap()
-        .clone();
-    assert_eq!(list["metadata"]["namespace"], elsewhere);
-    list["data"][policies::WRITERS_KEY] = json!("alice");
-    create(cluster, &list).await;
-    replace_binding(cluster, binding).await;
+    replace(cluster, &policies::pvc_health_writers(&["alice"])).await;
     let outsider = claim_health_write("bob");
-    let refused = answer_until(cluster, &outsider, &mut index, "the rendered list", |a| {
+    let refused = answer_until(cluster, &outsider, &mut index, "alice's list", |a| {
         a.message()
             .contains("user \"bob\" is not allowed to update status.healthStatus")
     })
     .await;
-    eprintln!("ok   writer list in {elsewhere}: bob is refused: {refused:?}");
+    eprintln!("ok   writer list [alice]: bob is refused: {refused:?}");
     index += 1;
     assert_eq!(
-        listed.apiserver(cluster, index).await.unwrap(),
+        claim_health_write("alice")
+            .apiserver(cluster, index)
+            .await
+            .unwrap(),
         Answer::Allowed,
-        "alice is listed in {elsewhere}"
+        "alice is listed"
     );
-    eprintln!("ok   writer list in {elsewhere}: alice writes");
+    eprintln!("ok   writer list [alice]: alice writes");
 
-    create(cluster, &policies::writers_param(WRITERS)).await;
-    replace_binding(cluster, generated.iter().find(param).unwrap()).await;
+    replace(cluster, &policies::pvc_health_writers(WRITERS)).await;
     let admin = claim_health_write(WRITERS[0]);
     answer_until(cluster, &admin, &mut index, "the suite's list again", |a| {
         *a == Answer::Allowed
     })
     .await;
+}
+
+/// An uninstall of the webhooks deletes namespace `volume-health`; native mode keeps nothing
+/// there, so the PV controller still binds a new claim (its status write is matched by the
+/// writer list's policy, whose answer never depends on an object that can go missing).
+async fn pv_controller_after_an_uninstall(cluster: &Cluster) {
+    let namespace = format!("/api/v1/namespaces/{}", policies::NAMESPACE);
+    create(
+        cluster,
+        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": policies::NAMESPACE}}),
+    )
+    .await;
+    let (code, body) = cluster
+        .api
+        .send(Method::DELETE, &namespace, None, None)
+        .await
+        .unwrap();
+    assert_eq!(code, 200, "{body}");
+    let give_up = Instant::now() + Duration::from_secs(60);
+    while cluster
+        .api
+        .send(Method::GET, &namespace, None, None)
+        .await
+        .unwrap()
+        .0
+        != 404
+    {
+        assert!(Instant::now() < give_up, "the namespace was never deleted");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    eprintln!("ok   namespace {} deleted", policies::NAMESPACE);
+
+    create(
+        cluster,
+        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "pv-binding"}}),
+    )
+    .await;
+    let (code, body) = cluster
+        .api
+        .send(
+            Method::POST,
+            "/api/v1/persistentvolumes",
+            Some(&json!({"apiVersion": "v1", "kind": "PersistentVolume",
+                "metadata": {"name": "pv-binding"},
+                "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                    "storageClassName": "manual", "hostPath": {"path": "/tmp/pv-binding"}}})),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(code, 201, "{body}");
+    let mut new_claim = claim("bound", Value::Null);
+    new_claim["spec"]["storageClassName"] = json!("manual");
+    let claims = "/api/v1/namespaces/pv-binding/persistentvolumeclaims";
+    let (code, body) = cluster
+        .api
+        .send(Method::POST, claims, Some(&new_claim), None)
+        .await
+        .unwrap();
+    assert_eq!(code, 201, "{body}");
+    let give_up = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (_, stored) = cluster
+            .api
+            .send(Method::GET, &format!("{claims}/bound"), None, None)
+            .await
+            .unwrap();
+        if stored["status"]["phase"] == "Bound" {
+            break;
+        }
+        assert!(
+            Instant::now() < give_up,
+            "the PV controller never bound the claim: {stored}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    eprintln!("ok   the PV controller bound a new claim (its status write accepted)");
 }
 
 /// A denial whose message is over 5 KiB: the library lists every duplicate; the policy lists

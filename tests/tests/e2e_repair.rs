@@ -19,7 +19,7 @@ use k8s_openapi::api::storage::v1::{CSINode, StorageHealth};
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use volume_health_tests::cluster::{
-    ControlPlane, Identity, REPAIR_ENV, bound_pod, create_namespace,
+    ControlPlane, Identity, REPAIR_ENV, Written, bound_pod, create_namespace, patch_retrying,
 };
 use volume_health_tests::phases::Phases;
 use volume_health_tests::seeded::{self, Rng};
@@ -30,45 +30,12 @@ const NS: &str = "apps";
 const NODE: &str = "node1";
 const DRIVER: &str = "csi.example.com";
 
-/// A write's answer: its code, body and `Warning` headers.
-struct Answer {
-    code: u16,
-    body: Value,
-    warnings: Vec<String>,
-}
-
 /// PATCHes `path` as `client`, as a kubelet or a monitor sends it, retrying while the Node
 /// authorizer has not yet related the node to a new pod.
-async fn patch(client: &kube::Client, path: &str, content_type: &str, body: &Value) -> Answer {
-    for _ in 0..20 {
-        let request = http::Request::patch(path)
-            .header("content-type", content_type)
-            .body(serde_json::to_vec(body).unwrap())
-            .unwrap();
-        let response = client.send(request.map(Into::into)).await.unwrap();
-        let code = response.status().as_u16();
-        let warnings = response
-            .headers()
-            .get_all("warning")
-            .iter()
-            .map(|v| v.to_str().unwrap().to_owned())
-            .collect();
-        let bytes = http_body_util::BodyExt::collect(response.into_body())
-            .await
-            .unwrap()
-            .to_bytes();
-        let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-        let unrelated = code == 403 && body["message"].as_str().unwrap_or("").contains("node: ");
-        if !unrelated {
-            return Answer {
-                code,
-                body,
-                warnings,
-            };
-        }
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
-    panic!("the Node authorizer never related {NODE} to {path}");
+async fn patch(client: &kube::Client, path: &str, content_type: &str, body: &Value) -> Written {
+    patch_retrying(client, path, content_type, body)
+        .await
+        .unwrap()
 }
 
 const STRATEGIC: &str = "application/strategic-merge-patch+json";

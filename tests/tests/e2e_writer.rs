@@ -23,7 +23,7 @@ use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::client::Body;
 use serde_json::{Value, json};
-use volume_health_example_monitor::{FIELD_MANAGER, Monitor, Outcome};
+use volume_health_example_monitor::{ClaimHealthWriter, FIELD_MANAGER, Outcome, monitor};
 use volume_health_tests::cluster::{Cluster, ClusterOptions, Identity, bin_dir, create_namespace};
 use volume_health_tests::phases::Phases;
 use volume_health_validation::repair::RepairKind;
@@ -342,7 +342,7 @@ async fn the_example_monitor_writes_only_what_changed() {
 
 /// The control plane; the claim, and the monitor's account with the two verbs it needs; the
 /// monitor, writing through a client that records its requests.
-async fn setup() -> anyhow::Result<(Cluster, Api<PersistentVolumeClaim>, Monitor, Sent)> {
+async fn setup() -> anyhow::Result<(Cluster, Api<PersistentVolumeClaim>, ClaimHealthWriter, Sent)> {
     let options = ClusterOptions {
         in_tree_gate: true,
         authorizer: None,
@@ -382,7 +382,7 @@ async fn setup() -> anyhow::Result<(Cluster, Api<PersistentVolumeClaim>, Monitor
     }
     let sent = Sent::default();
     let client = recording(cluster.client(Identity::Token(&token)).await?, sent.clone());
-    let monitor = Monitor::new(Api::namespaced(client, NAMESPACE), CLAIM);
+    let monitor = monitor(Api::namespaced(client, NAMESPACE), CLAIM);
     Ok((cluster, admin, monitor, sent))
 }
 
@@ -416,7 +416,7 @@ async fn the_example_monitor_tells_a_dropped_write() {
     phases
         .phase("dropped writes")
         .run(async {
-            let mut monitor = Monitor::new(claims.clone(), CLAIM);
+            let mut monitor = monitor(claims.clone(), CLAIM);
             let report = vec![condition("Degraded", "IOPSThrottled", "throttled")];
             for n in 1..=2 {
                 // Nothing is stored, so the next probe writes again, and is dropped again.

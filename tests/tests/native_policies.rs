@@ -3,21 +3,36 @@
 use std::path::Path;
 
 use serde::Deserialize;
-use serde_json::{Value, json};
-use volume_health_policies::{self as policies, Action};
+use serde_json::Value;
+use volume_health_policies as policies;
 
-#[test]
-fn committed_native_policies_are_generated() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/components/native-policies");
-    for (name, text) in policies::files() {
-        let path = dir.join(&name);
+/// Each of `files` equals its committed copy under `manifests/<dir>`.
+fn assert_committed(dir: &str, files: Vec<(String, String)>) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../manifests")
+        .join(dir);
+    for (name, text) in files {
+        let path = root.join(&name);
         let committed = std::fs::read_to_string(&path)
             .unwrap_or_else(|err| panic!("{}: {err}", path.display()));
         assert!(
             committed == text,
-            "{name} differs from the generator's output: run `volume-health-webhook policies`"
+            "{dir}/{name} differs from the generator's output: run `volume-health-webhook policies`"
         );
     }
+}
+
+#[test]
+fn committed_native_policies_are_generated() {
+    assert_committed("components/native-policies", policies::files(&[]));
+    assert_committed(
+        "static-policies",
+        policies::static_files(
+            &[],
+            policies::Action::Deny,
+            "/etc/kubernetes/volume-health/static-policies",
+        ),
+    );
 }
 
 /// `kubectl kustomize` of an overlay, written in the target directory, whose `resources` and
@@ -77,8 +92,8 @@ fn documents(text: &str) -> Vec<Value> {
         .collect()
 }
 
-/// An overlay with the component renders the policies, their Deny bindings and the writer list
-/// beside what the overlay had.
+/// An overlay with the component renders the policies and their Deny bindings beside what the
+/// overlay had.
 #[test]
 fn the_component_renders_in_an_overlay() {
     let text = render(
@@ -95,53 +110,74 @@ fn the_component_renders_in_an_overlay() {
         0,
         "drop on save stays unbound"
     );
-    assert!(text.contains("name: volume-health-pvc-health-writers\n  namespace: volume-health"));
+    assert_eq!(count("ConfigMap"), 0, "the writer list is in its policy");
 }
 
-/// The writer list's binding names the ConfigMap in the namespace it is rendered into (an
-/// overlay's `namespace:`, also over another overlay), and a missing ConfigMap is a refusal,
-/// never a silent allow, with every action's bindings.
+/// Nothing the component renders is namespaced or takes a param: no object an uninstall of
+/// the webhooks (or a namespace's deletion) removes can turn a rule into "refuse every claim
+/// status write". docs/native-policies.md's patch lists a writer exactly as
+/// `policies --pvc-health-writers` writes it.
 #[test]
-fn the_writer_list_binding_follows_the_namespace_and_refuses_without_it() {
-    for (resources, extra, namespace) in [
-        (vec![], "", "volume-health"),
-        (vec![], "namespace: storage-ops\n", "storage-ops"),
-        (
-            vec!["overlays/cert-manager"],
-            "namespace: storage-ops\n",
-            "storage-ops",
-        ),
-    ] {
-        let objects = documents(&render(&resources, &["components/native-policies"], extra));
-        let configmap = objects
-            .iter()
-            .find(|o| {
-                o["kind"] == "ConfigMap" && o["metadata"]["name"] == policies::WRITERS_CONFIGMAP
-            })
-            .expect("the writer list");
-        assert_eq!(configmap["metadata"]["namespace"], namespace);
-        let bound: Vec<&Value> = objects
-            .iter()
-            .filter(|o| o["kind"] == "ValidatingAdmissionPolicyBinding")
-            .filter_map(|o| o.pointer("/spec/paramRef"))
-            .collect();
-        assert_eq!(bound.len(), 1, "{extra}: one binding takes the list");
-        assert_eq!(
-            *bound[0],
-            json!({
-                "name": policies::WRITERS_CONFIGMAP,
-                "namespace": namespace,
-                "parameterNotFoundAction": "Deny",
-            }),
-            "{extra}"
-        );
+fn the_component_is_cluster_scoped_and_its_writer_list_is_one_patch() {
+    let objects = documents(&render(&[], &["components/native-policies"], ""));
+    assert_eq!(objects.len(), 7, "3 + 2 policies, 2 bindings");
+    for object in &objects {
+        assert!(object["metadata"].get("namespace").is_none(), "{object}");
+        assert!(object["spec"].get("paramKind").is_none(), "{object}");
+        assert!(object["spec"].get("paramRef").is_none(), "{object}");
     }
-    // Warn and Audit bindings too: a missing list is never a silent allow.
-    for action in Action::ALL {
-        for binding in policies::bindings(action) {
-            if let Some(param) = binding.pointer("/spec/paramRef") {
-                assert_eq!(param["parameterNotFoundAction"], "Deny", "{action:?}");
-            }
-        }
+    let monitor = "system:serviceaccount:kube-system:csi-health-monitor";
+    let patch = format!(
+        "patches:\n  - target:\n      kind: ValidatingAdmissionPolicy\n      name: volume-health-pvc-health-writers\n    patch: |\n      - op: replace\n        path: /spec/variables/0/expression\n        value: \"['{monitor}']\"\n"
+    );
+    let docs = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/native-policies.md"),
+    )
+    .expect("docs/native-policies.md");
+    assert!(
+        docs.contains(&patch),
+        "docs/native-policies.md shows this patch"
+    );
+    let patched = documents(&render(&[], &["components/native-policies"], &patch));
+    let policy = patched
+        .iter()
+        .find(|o| o["metadata"]["name"] == policies::pvc_health_writers_name())
+        .expect("the writer list's policy");
+    assert_eq!(*policy, policies::pvc_health_writers(&[monitor]));
+}
+
+/// The native mode overlays (and so their one-file installs) are the generated policies and
+/// the bindings of their action, nothing more: `overlays/native` with Deny, `native-warn`
+/// with the component's `bindings-warn.yaml`.
+#[test]
+fn the_native_overlays_are_the_policies_and_their_bindings() {
+    let manifests = Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests");
+    for (overlay, action) in [
+        ("overlays/native", policies::Action::Deny),
+        ("overlays/native-warn", policies::Action::Warn),
+    ] {
+        let out = std::process::Command::new("kubectl")
+            .arg("kustomize")
+            .arg(manifests.join(overlay))
+            .output()
+            .expect("kubectl on PATH");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let key = |o: &Value| serde_json::to_string(o).expect("JSON");
+        let mut rendered: Vec<String> = documents(&String::from_utf8_lossy(&out.stdout))
+            .iter()
+            .map(key)
+            .collect();
+        let mut expected: Vec<String> = policies::policies(&[])
+            .iter()
+            .chain(&policies::bindings(action))
+            .map(key)
+            .collect();
+        rendered.sort();
+        expected.sort();
+        assert_eq!(rendered, expected, "{overlay}");
     }
 }

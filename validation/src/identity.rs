@@ -77,6 +77,15 @@ impl<'a> UserInfo<'a> {
     }
 
     /// The kubelet of node `name`: `system:node:<name>` in `system:nodes`.
+    ///
+    /// ```
+    /// use volume_health_validation::UserInfo;
+    ///
+    /// assert_eq!(UserInfo::node("node-1").node_name(), Some("node-1"));
+    /// // The name alone does not make a node: NodeRestriction's test needs the group too.
+    /// let impostor = UserInfo::new("system:node:node-1", &["system:authenticated"]);
+    /// assert_eq!(impostor.node_name(), None);
+    /// ```
     pub fn node(name: &str) -> UserInfo<'static> {
         UserInfo {
             username: format!("{NODE_USER_PREFIX}{name}").into(),

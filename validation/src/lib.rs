@@ -86,6 +86,7 @@ mod resource;
 pub mod restriction;
 pub mod rules;
 pub mod status;
+pub mod writer;
 
 pub use admission::{AdmissionRequest, AdmissionReview, Settings, Verdict};
 pub use field::{ErrorList, FieldError};

@@ -122,6 +122,15 @@ impl CheckArgs {
             );
             return ExitCode::from(BAD_INPUT);
         }
+        // Standard input from a terminal is rarely meant: say what is being waited for.
+        if (sources.contains(&Source::Stdin) || old.contains(&Source::Stdin))
+            && std::io::stdin().is_terminal()
+        {
+            eprintln!(
+                "check: reading objects (YAML or JSON) from standard input; end with Ctrl-D, \
+                 or give files: volume-health-webhook check FILE... (--help)"
+            );
+        }
         let options = Options {
             gate_enabled: feature_gates.csi_volume_health,
             user: as_user,

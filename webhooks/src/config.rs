@@ -42,14 +42,84 @@ pub enum Command {
     /// ValidatingAdmissionPolicy objects) into a directory, as
     /// manifests/components/native-policies holds them.
     Policies(PoliciesArgs),
+    /// Prove, against a live cluster, that the apiserver reaches each installed entry: a
+    /// server-side dry-run write that only the entry can answer, and its answer.
+    ///
+    /// Exit code 0 when every installed entry answered, 1 when one did not (or nothing is
+    /// installed), 2 for bad usage or a cluster that cannot be read, 3 when nothing failed but
+    /// an entry's answer could not be seen.
+    Verify(crate::verify::VerifyArgs),
+    /// Check the objects a cluster holds (pods, claims, CSINodes) as the webhooks would, and
+    /// write what is found as OpenReports reports: what slipped past the rules during an
+    /// outage, or was stored before the install.
+    Audit(crate::audit::AuditArgs),
 }
 
-/// Flags of `policies`.
+/// Flags of `policies`. Environment variables are `VOLUME_HEALTH_POLICIES_<FLAG>`, apart from
+/// the server's own, so that `policies` run beside `serve` does not pick up its settings.
 #[derive(Debug, Args)]
 pub struct PoliciesArgs {
     /// The directory the files are written into (created when missing).
-    #[arg(long, default_value = "manifests/components/native-policies")]
+    #[arg(
+        long,
+        env = "VOLUME_HEALTH_POLICIES_OUT_DIR",
+        default_value = "manifests/components/native-policies"
+    )]
     pub out_dir: PathBuf,
+    /// Usernames allowed to change PVC status.healthStatus (comma-separated), as `serve`
+    /// takes them, written into the writer list's policy; not given: any user but nodes.
+    #[arg(long, env = "VOLUME_HEALTH_POLICIES_PVC_HEALTH_WRITERS", value_delimiter = ',', value_parser = writer)]
+    pub pvc_health_writers: Vec<String>,
+    /// The directory the static manifests (the validating policies and their bindings, for
+    /// an apiserver's `staticManifestsDir`) and their AdmissionConfiguration are written into.
+    #[arg(
+        long,
+        env = "VOLUME_HEALTH_POLICIES_STATIC_OUT_DIR",
+        default_value = "manifests/static-policies"
+    )]
+    pub static_out_dir: PathBuf,
+    /// Where the control plane hosts hold that directory: the AdmissionConfiguration's
+    /// `staticManifestsDir` is under it (an absolute path).
+    #[arg(
+        long,
+        env = "VOLUME_HEALTH_POLICIES_STATIC_HOST_DIR",
+        default_value = "/etc/kubernetes/volume-health/static-policies",
+        value_parser = absolute_path
+    )]
+    pub static_host_dir: String,
+    /// How the static bindings enforce the policies: `deny`, `warn` or `audit`.
+    #[arg(long, env = "VOLUME_HEALTH_POLICIES_STATIC_ACTION", value_enum, default_value_t = StaticAction::Deny)]
+    pub static_action: StaticAction,
+}
+
+/// The static bindings' `validationActions`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum StaticAction {
+    /// Refuse the write.
+    Deny,
+    /// Allow it, with the denial as a warning.
+    Warn,
+    /// Allow it, and record the denial in the audit log.
+    Audit,
+}
+
+impl From<StaticAction> for volume_health_policies::Action {
+    fn from(action: StaticAction) -> Self {
+        match action {
+            StaticAction::Deny => Self::Deny,
+            StaticAction::Warn => Self::Warn,
+            StaticAction::Audit => Self::Audit,
+        }
+    }
+}
+
+/// An absolute path: kube-apiserver refuses a relative `staticManifestsDir`.
+fn absolute_path(value: &str) -> Result<String, String> {
+    if value.starts_with('/') {
+        Ok(value.to_owned())
+    } else {
+        Err("must be an absolute path, as kube-apiserver requires of staticManifestsDir".to_owned())
+    }
 }
 
 /// Flags of `serve`. As with Kubernetes components, a flag given again overrides the earlier
@@ -165,8 +235,8 @@ pub struct ServeArgs {
     pub max_request_bytes: usize,
     /// Most bytes of request bodies held at once (each body from its first byte to its answer);
     /// a request that would go over waits, its bytes left in its socket. With the memory a
-    /// review takes to decide (at most about 5 times its size), this bounds the server's
-    /// memory: see docs/configuration.md.
+    /// review takes to decide (at most about as much again as its size), this bounds the
+    /// server's memory: see docs/configuration.md.
     #[arg(long, env = "VOLUME_HEALTH_MAX_IN_FLIGHT_BYTES", default_value_t = 32 * 1024 * 1024)]
     pub max_in_flight_bytes: usize,
     /// Log line format.

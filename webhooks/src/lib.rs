@@ -5,6 +5,7 @@
 //! [`router`] serves the three endpoints and knows nothing of TLS, ports or signals; [`server`]
 //! assembles the process.
 
+pub mod audit;
 pub mod check;
 pub mod config;
 pub mod enforcement;
@@ -17,5 +18,6 @@ pub mod review;
 pub mod server;
 pub mod telemetry;
 pub mod tls;
+pub mod verify;
 
 pub use handlers::{Settings, WebhookState, router};

@@ -1,6 +1,8 @@
 //! `volume-health-webhook serve`: parse flags, start the server, stop on SIGTERM or SIGINT.
 //! `volume-health-webhook check`: check objects offline (`volume_health_check`).
 //! `volume-health-webhook policies`: write the native policies.
+//! `volume-health-webhook verify`: prove the apiserver reaches each installed entry.
+//! `volume-health-webhook audit`: check the objects a cluster holds, and report.
 
 use anyhow::Context;
 use clap::Parser;
@@ -15,16 +17,32 @@ fn main() -> anyhow::Result<ExitCode> {
         Command::Serve(args) => serve(args),
         Command::Check(args) => Ok(args.run()),
         Command::Policies(args) => policies(args),
+        Command::Verify(args) => Ok(args.run()),
+        Command::Audit(args) => Ok(args.run()),
     }
 }
 
 fn policies(args: PoliciesArgs) -> anyhow::Result<ExitCode> {
-    std::fs::create_dir_all(&args.out_dir)
-        .with_context(|| format!("creating {}", args.out_dir.display()))?;
-    for (name, text) in volume_health_policies::files() {
-        let path = args.out_dir.join(name);
-        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
-        println!("{}", path.display());
+    let writers: Vec<&str> = args.pvc_health_writers.iter().map(String::as_str).collect();
+    let component = volume_health_policies::files(&writers);
+    let static_files = volume_health_policies::static_files(
+        &writers,
+        args.static_action.into(),
+        &args.static_host_dir,
+    );
+    for (dir, files) in [
+        (&args.out_dir, component),
+        (&args.static_out_dir, static_files),
+    ] {
+        for (name, text) in files {
+            let path = dir.join(name);
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent)
+                    .with_context(|| format!("creating {}", parent.display()))?;
+            }
+            std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+            println!("{}", path.display());
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -184,12 +184,12 @@ pub fn check_servable(
     let eku = cert
         .extended_key_usage()
         .map_err(|err| unservable(format!("its extended key usage does not parse: {err}")))?;
-    if let Some(eku) = eku {
-        if !(eku.value.server_auth || eku.value.any) {
-            return Err(unservable(
-                "its extended key usage does not include serverAuth".to_owned(),
-            ));
-        }
+    if let Some(eku) = eku
+        && !(eku.value.server_auth || eku.value.any)
+    {
+        return Err(unservable(
+            "its extended key usage does not include serverAuth".to_owned(),
+        ));
     }
     let Some(name) = server_name else {
         return Ok(());

@@ -19,7 +19,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use tokio::io::{AsyncBufReadExt, BufReader};
-use volume_health_example_monitor::Monitor;
+use volume_health_example_monitor::monitor;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -29,7 +29,7 @@ async fn main() -> anyhow::Result<()> {
     };
     let client = kube::Client::try_default().await?;
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(client, namespace);
-    let mut monitor = Monitor::new(claims, claim.as_str());
+    let mut monitor = monitor(claims, claim);
 
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     while let Some(line) = lines.next_line().await? {

@@ -82,6 +82,19 @@ struct Args {
     #[arg(long, env = "CSI_GLOBALMOUNT_API_JSON", value_delimiter = ',')]
     api_json: Vec<PathBuf>,
 
+    /// Kubelet's version, as `kubelet --version` prints it (for example v1.37.2); read from
+    /// the Node (--node-json, --api-json) when not given. A plan offers to enable
+    /// CSIGlobalMountReconstruction only for a kubelet known to have it: one without that
+    /// gate refuses to start.
+    #[arg(long, env = "CSI_GLOBALMOUNT_KUBELET_VERSION")]
+    kubelet_version: Option<String>,
+
+    /// Kubelet's binary (a host path, read through --host-prefix): whether it has
+    /// CSIGlobalMountReconstruction, read from the gate names it holds. Decides over any
+    /// version.
+    #[arg(long, env = "CSI_GLOBALMOUNT_KUBELET_BINARY")]
+    kubelet_binary: Option<PathBuf>,
+
     /// When kubelet started (RFC 3339, for example from
     /// `systemctl show kubelet -p ActiveEnterTimestamp`). Tells an unstage in
     /// progress from a lost volume when volumesInUse cannot.
@@ -151,6 +164,8 @@ fn run(args: &Args, prober: Option<&StatProber>) -> Result<Report> {
         node_json: args.node_json.clone(),
         volume_attachments_json: args.volumeattachments_json.clone(),
         api_json: args.api_json.clone(),
+        kubelet_version: args.kubelet_version.clone(),
+        kubelet_binary: args.kubelet_binary.clone(),
         kubelet_started_at: args.kubelet_start_time,
         prober: prober.cloned(),
     };

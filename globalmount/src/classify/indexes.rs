@@ -125,10 +125,10 @@ impl<'a> Indexes<'a> {
                 .or_insert(vi);
             fs_by_dir.entry(clean_path(&v.volume_dir)).or_insert(vi);
             fs_by_name.entry(v.spec.name.clone()).or_default().push(vi);
-            if let Some((pv, _)) = &owner_pv[vi] {
-                if pv != &v.spec.name {
-                    fs_by_name.entry(pv.clone()).or_default().push(vi);
-                }
+            if let Some((pv, _)) = &owner_pv[vi]
+                && pv != &v.spec.name
+            {
+                fs_by_name.entry(pv.clone()).or_default().push(vi);
             }
         }
         let mut block_maps_by_name: HashMap<&str, Vec<usize>> = HashMap::new();

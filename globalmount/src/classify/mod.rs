@@ -22,6 +22,7 @@ use thiserror::Error;
 use crate::api::{CsiDriverView, NodeView, PersistentVolumeView, PodView, VolumeAttachmentView};
 use crate::discover::ListError;
 use crate::fs::NodeFs;
+use crate::gate::KubeletGate;
 use crate::layout::{KubeletLayout, clean_path};
 use crate::mountinfo::MountInfo;
 use crate::mountrefs::MountTable;
@@ -71,6 +72,9 @@ pub struct ExtraInputs {
     pub kubelet_started_at: Option<SystemTime>,
     /// The root as the operator gave it, when symbolic links were resolved.
     pub kubelet_root_given: Option<PathBuf>,
+    /// Whether kubelet has KEP-6058's gate, when known from its binary or a version the
+    /// operator gave; otherwise the Node's `kubeletVersion` decides, or it is unknown.
+    pub kubelet_gate: Option<KubeletGate>,
 }
 
 /// Failures that make a diagnosis meaningless.
@@ -105,7 +109,17 @@ pub fn diagnose_with<F: NodeFs + ?Sized>(
     let indexes = Indexes::build(&evidence, inputs, extra);
     let pairing = Pairing::build(&evidence, &indexes);
     let kubelet = KubeletView::build(inputs.fs, &evidence, &indexes);
+    let gate = extra.kubelet_gate.clone().unwrap_or_else(|| {
+        inputs
+            .node
+            .as_ref()
+            .and_then(|node| node.kubelet_version.as_deref())
+            .map_or_else(KubeletGate::default, |version| {
+                KubeletGate::from_version(version, "the Node's status.nodeInfo.kubeletVersion")
+            })
+    });
     let diagnosis = Diagnosis {
+        gate: &gate,
         fs: inputs.fs,
         table: inputs.table,
         volume_attachments_given: inputs.volume_attachments.is_some(),
@@ -138,6 +152,7 @@ pub fn diagnose_with<F: NodeFs + ?Sized>(
             .map(display),
         kubelet_started_at: extra.kubelet_started_at.map(rfc3339),
         node_name: indexes.node_name.clone(),
+        kubelet_gate: gate.clone(),
         mountinfo_source: inputs.mountinfo_source.clone(),
         global_volumes,
         pod_local,
@@ -157,6 +172,8 @@ struct Diagnosis<'a, F: NodeFs + ?Sized> {
     /// VolumeAttachments were given (possibly none): each volume's is looked up.
     volume_attachments_given: bool,
     extra: &'a ExtraInputs,
+    /// Whether a plan may offer KEP-6058's gate.
+    gate: &'a KubeletGate,
     evidence: &'a Evidence,
     indexes: &'a Indexes<'a>,
     pairing: &'a Pairing,

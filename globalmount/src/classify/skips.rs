@@ -28,14 +28,14 @@ impl<F: NodeFs + ?Sized> Diagnosis<'_, F> {
             .or_else(|| table.mounts_beneath(&skip.path).first().copied());
         let mut pod_refs = Vec::new();
         let mut pod_dirs = Vec::new();
-        if let Some(mount) = mount {
-            if let Ok(refs) = table.search_mount_points(&mount.mount_point) {
-                for r in refs.into_iter().filter(|r| r.starts_with(&pods_dir)) {
-                    if let Some(&pi) = self.indexes.pod_by_mount.get(&clean_path(&r)) {
-                        pod_dirs.push(pods.fs_volumes[pi].path.clone());
-                    }
-                    pod_refs.push(r);
+        if let Some(mount) = mount
+            && let Ok(refs) = table.search_mount_points(&mount.mount_point)
+        {
+            for r in refs.into_iter().filter(|r| r.starts_with(&pods_dir)) {
+                if let Some(&pi) = self.indexes.pod_by_mount.get(&clean_path(&r)) {
+                    pod_dirs.push(pods.fs_volumes[pi].path.clone());
                 }
+                pod_refs.push(r);
             }
         }
         if skip.reason == SkipReason::LegacyPvLayout {

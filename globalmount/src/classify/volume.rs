@@ -137,7 +137,7 @@ impl<F: NodeFs + ?Sized> Diagnosis<'_, F> {
             progress,
             operator_plan: Vec::new(),
         };
-        report.operator_plan = crate::advice::volume_plan(&report, node_name);
+        report.operator_plan = crate::advice::volume_plan(&report, node_name, self.gate);
         report
     }
 

@@ -6,6 +6,7 @@
 use serde::Serialize;
 
 use crate::discover::{SkipReason, SpecVolIdSource, VolumeMode};
+use crate::gate::KubeletGate;
 use crate::plan::PlannedAction;
 use crate::podlocal::DeclineReason;
 
@@ -427,6 +428,8 @@ pub struct Report {
     pub kubelet_started_at: Option<String>,
     /// The node, when known.
     pub node_name: Option<String>,
+    /// Whether kubelet has KEP-6058's feature gate: plans offer it only when it does.
+    pub kubelet_gate: KubeletGate,
     /// Where the mount table was read from.
     pub mountinfo_source: String,
     /// Listed volumes: filesystem first, then block.
@@ -495,6 +498,7 @@ pub(crate) mod tests {
             kubelet_root_given: None,
             kubelet_started_at: None,
             node_name: None,
+            kubelet_gate: KubeletGate::default(),
             mountinfo_source: "test".into(),
             global_volumes: classes.iter().map(|class| volume(*class)).collect(),
             pod_local: Vec::new(),

@@ -20,6 +20,13 @@ impl Report {
             esc(&self.kubelet_root),
             esc(&self.mountinfo_source)
         );
+        let _ = writeln!(
+            out,
+            "kubelet {}: {} ({})",
+            self.kubelet_gate.gate,
+            serde_plain(&self.kubelet_gate.support),
+            esc(&self.kubelet_gate.evidence)
+        );
         let _ = writeln!(out, "\nglobal volumes ({}):", self.global_volumes.len());
         for v in &self.global_volumes {
             let flags: Vec<&str> = v.flags.iter().map(|f| f.as_str()).collect();

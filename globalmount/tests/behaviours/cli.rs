@@ -13,13 +13,15 @@ use crate::fixture::{FixtureNode, NODE, PodData, gm, mnt, s};
 
 const DRIVER: &str = "ebs.csi.aws.com";
 const HANDLE: &str = "vol-0abc";
-const ENV_VARS: [&str; 7] = [
+const ENV_VARS: [&str; 9] = [
     "CSI_GLOBALMOUNT_KUBELET_ROOT",
     "CSI_GLOBALMOUNT_MOUNTINFO",
     "CSI_GLOBALMOUNT_HOST_PREFIX",
     "CSI_GLOBALMOUNT_NODE_NAME",
     "CSI_GLOBALMOUNT_NODE_JSON",
     "CSI_GLOBALMOUNT_VOLUMEATTACHMENTS_JSON",
+    "CSI_GLOBALMOUNT_KUBELET_VERSION",
+    "CSI_GLOBALMOUNT_KUBELET_BINARY",
     "CSI_GLOBALMOUNT_FORMAT",
 ];
 

@@ -3,6 +3,7 @@
 //! kubelet trees built in temporary directories, plus end-to-end runs of the
 //! `csi-globalmount-doctor` binary.
 
+mod advice;
 mod classify;
 mod cli;
 mod fallback;

@@ -1,5 +1,7 @@
 //! kube-controller-manager with only the admission-policy status controller, which type-checks
 //! ValidatingAdmissionPolicies (`status.typeChecking`); the apiserver itself only compiles them.
+//! A suite may add others (the PV controller, whose claim status writes a policy must never
+//! refuse).
 
 use std::process::Command;
 
@@ -10,6 +12,11 @@ use super::{ADMIN, Cluster, Process};
 
 /// The controller's name in kube-controller-manager v1.37 (`names.ValidatingAdmissionPolicyStatusController`).
 pub const POLICY_STATUS_CONTROLLER: &str = "validatingadmissionpolicy-status-controller";
+/// The PV controller, which binds claims and writes their status (`names.PersistentVolumeBinderController`).
+pub const PV_BINDER_CONTROLLER: &str = "persistentvolume-binder-controller";
+/// The namespace controller, which deletes a deleted namespace's objects and then the
+/// namespace (`names.NamespaceController`).
+pub const NAMESPACE_CONTROLLER: &str = "namespace-controller";
 
 /// A running kube-controller-manager, stopped when dropped.
 pub struct ControllerManager {
@@ -20,6 +27,15 @@ impl ControllerManager {
     /// Starts `kube-controller-manager` from the cluster's binary directory as the admin, with
     /// only [`POLICY_STATUS_CONTROLLER`], no leader election and no serving port.
     pub fn start(cluster: &Cluster, bin: &std::path::Path) -> Result<Self> {
+        Self::start_with(cluster, bin, &[POLICY_STATUS_CONTROLLER])
+    }
+
+    /// As [`start`](Self::start), with `controllers` (kube-controller-manager's names).
+    pub fn start_with(
+        cluster: &Cluster,
+        bin: &std::path::Path,
+        controllers: &[&str],
+    ) -> Result<Self> {
         let binary = bin.join("kube-controller-manager");
         if !binary.exists() {
             bail!("{} is missing: `make e2e` builds it", binary.display());
@@ -46,7 +62,7 @@ impl ControllerManager {
             cluster.dir(),
             Command::new(binary)
                 .arg(format!("--kubeconfig={}", path.display()))
-                .arg(format!("--controllers={POLICY_STATUS_CONTROLLER}"))
+                .arg(format!("--controllers={}", controllers.join(",")))
                 .arg("--leader-elect=false")
                 .arg("--secure-port=0"),
         )?;

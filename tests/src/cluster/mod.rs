@@ -10,6 +10,7 @@ mod pki;
 mod plane;
 mod shipped;
 mod webhooks;
+mod writes;
 
 use std::fs::File;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
@@ -25,7 +26,9 @@ use serde_json::{Value, json};
 
 pub use api::{ADMIN, Api, User};
 pub use audit::{AuditMark, StatusWrite};
-pub use controller_manager::{ControllerManager, POLICY_STATUS_CONTROLLER};
+pub use controller_manager::{
+    ControllerManager, NAMESPACE_CONTROLLER, POLICY_STATUS_CONTROLLER, PV_BINDER_CONTROLLER,
+};
 pub use kubelet::{
     HollowFleet, HollowNode, KUBELET_PROBE_PERIOD, Periods, Served, create_pod, create_pod_of_claim,
 };
@@ -33,6 +36,7 @@ pub use pki::{KeyPairFiles, Pki};
 pub use plane::{ControlPlane, bound_pod, create_namespace, volume_health};
 pub use shipped::{REPAIR_ENV, WRITERS_ENV, manifests_dir, shipped_writer_list};
 pub use webhooks::{Role, WebhookServer};
+pub use writes::{Written, patch_retrying};
 
 /// A cold kube-apiserver on a loaded 2-core machine needs some 20 s to be ready.
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
@@ -197,6 +201,16 @@ impl Drop for Cluster {
 impl Cluster {
     /// Starts etcd and kube-apiserver from `bin` and waits until the apiserver is ready.
     pub async fn start(bin: &Path, options: ClusterOptions) -> Result<Self> {
+        Self::start_with_admission_config(bin, options, None).await
+    }
+
+    /// As [`start`](Self::start), the apiserver given `admission_config` as its
+    /// `--admission-control-config-file`.
+    pub async fn start_with_admission_config(
+        bin: &Path,
+        options: ClusterOptions,
+        admission_config: Option<&Path>,
+    ) -> Result<Self> {
         let dir = tempfile::Builder::new()
             .prefix("volume-health-e2e")
             .tempdir()?;
@@ -270,6 +284,12 @@ impl Cluster {
             .arg(format!("--audit-policy-file={}", file("audit-policy.yaml")))
             .arg(format!("--audit-log-path={}", file(AUDIT_LOG)))
             .arg("--audit-log-mode=blocking");
+        if let Some(config) = admission_config {
+            command.arg(format!(
+                "--admission-control-config-file={}",
+                config.display()
+            ));
+        }
         match options.authorizer {
             None => command.arg("--authorization-mode=Node,RBAC"),
             Some(addr) => {

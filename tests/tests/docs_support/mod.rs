@@ -264,7 +264,7 @@ pub(crate) const RULES: &[(Class, &str)] = &[
     (Class::Binary, "csi-globalmount-doctor ..."),
     (Class::Helm, "helm install ..."),
     (Class::Curl, "curl ... https://localhost:8443/..."),
-    (Class::Curl, "curl http://localhost:8080/..."),
+    (Class::Curl, "curl http://localhost:8081/..."),
 ];
 
 /// The rule of `command`, or `None`.
@@ -345,8 +345,8 @@ pub(crate) fn classify(command: &DocCommand) -> Option<(Class, &'static str)> {
     if f.starts_with("curl ") && f.contains(" https://localhost:8443/") {
         return rule("curl ... https://localhost:8443/...");
     }
-    if f.starts_with("curl http://localhost:8080/") && words.len() == 2 {
-        return rule("curl http://localhost:8080/...");
+    if f.starts_with("curl http://localhost:8081/") && words.len() == 2 {
+        return rule("curl http://localhost:8081/...");
     }
     None
 }

@@ -15,6 +15,7 @@ fn optional_components_fit_every_overlay() {
     let listed: BTreeSet<String> = COMPONENTS
         .iter()
         .chain(UNDOING_COMPONENTS)
+        .chain(AUDIT_COMPONENTS)
         .map(|c| (*c).to_owned())
         .collect();
     assert_eq!(

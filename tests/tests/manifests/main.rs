@@ -29,13 +29,14 @@ use support::server::{
     VALIDATE_PATH, parse_duration,
 };
 use support::{
-    COMPONENTS, INSTALLABLE, KUSTOMIZATIONS, NAMESPACE, PROVIDED_CERT_FILES, PROVIDED_CERTS,
-    Rendered, STATIC_INSTALLS, UNDOING_COMPONENTS, VOLUME_HEALTH_OFF, WARN, array_at,
-    component_dirs, kustomization_dirs, manifests_dir, read_manifest, read_single_manifest,
-    render_operator_overlay, render_with_components, rendered, rendering, str_at, strings_at,
-    switched,
+    AUDIT_COMPONENTS, COMPONENTS, INSTALLABLE, KUSTOMIZATIONS, NAMESPACE, PROVIDED_CERT_FILES,
+    PROVIDED_CERTS, Rendered, STATIC_INSTALLS, UNDOING_COMPONENTS, VOLUME_HEALTH_OFF, WARN,
+    array_at, component_dirs, kustomization_dirs, manifests_dir, read_manifest,
+    read_single_manifest, render_operator_overlay, render_with_components, rendered, rendering,
+    str_at, strings_at, switched,
 };
 
+mod audit;
 mod authorizer;
 mod client_certificates;
 mod components;

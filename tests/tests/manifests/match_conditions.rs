@@ -436,6 +436,31 @@ fn storage_condition(reason: &str, access_mode: &str, volume_mode: &str) -> Valu
 }
 
 /// `n` conditions with distinct reasons.
+/// A pod with `n` volumes, `vol0` to `vol<n-1>`, and no report.
+fn pod_of_volumes(n: usize) -> Value {
+    let mut pod = pod(None);
+    pod["spec"]["volumes"] = (0..n)
+        .map(|i| json!({"name": format!("vol{i}"), "persistentVolumeClaim": {"claimName": format!("c{i}")}}))
+        .collect();
+    pod
+}
+
+/// The same pod with a valid report for each volume.
+fn pod_of_volumes_reporting(n: usize) -> Value {
+    let mut pod = pod_of_volumes(n);
+    pod["status"]["volumeHealth"] = (0..n)
+        .map(|i| json!({"name": format!("vol{i}"), "healthConditions": many(1)}))
+        .collect();
+    pod
+}
+
+/// A CSINode storage report of `n` valid drivers.
+fn drivers(n: usize) -> Value {
+    (0..n)
+        .map(|i| json!({"name": format!("csi{i}.example.com"), "healthConditions": [storage_condition("Flaky", "", "")]}))
+        .collect()
+}
+
 fn many(n: usize) -> Value {
     (0..n)
         .map(|i| condition("Degraded", &format!("Reason{i}"), "slow I/O"))
@@ -507,6 +532,16 @@ fn repair_cases() -> Vec<(&'static str, AdmissionRequest, Expect)> {
         ("a pod entry without a name", pod_report(json!([{"healthConditions": many(1)}])), Ignore),
         ("duplicate pod entry names",
          pod_report(json!([{"name": "data", "healthConditions": many(1)}, {"name": "data"}])), Ignore),
+        // Past 16 entries a changed report is sent unread: the tests that compare entries
+        // with each other never run on more.
+        ("sixteen valid pod entries",
+         pod_write(pod_of_volumes(16), pod_of_volumes_reporting(16)), Skip),
+        ("seventeen valid pod entries",
+         pod_write(pod_of_volumes(17), pod_of_volumes_reporting(17)), Ignore),
+        ("seventeen valid pod entries, unchanged",
+         pod_write(pod_of_volumes_reporting(17), pod_of_volumes_reporting(17)), Skip),
+        ("sixteen valid drivers", node_report(drivers(16)), Skip),
+        ("seventeen valid drivers", node_report(drivers(17)), Ignore),
         // CSINodes.
         ("duplicate driver names",
          node_report(json!([{"name": "csi.example.com"}, {"name": "csi.example.com", "healthConditions": []}])), Ignore),

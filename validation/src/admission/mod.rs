@@ -96,6 +96,29 @@ impl<'a> AdmissionReview<'a> {
     /// `apiVersion` and `kind`, a request with a `uid` and a known operation. Strings are
     /// borrowed from `body` where they hold no escapes. An object that is not its kind is no
     /// error here, but one the decisions return when they read it.
+    ///
+    /// ```
+    /// use volume_health_validation::{AdmissionReview, Settings, Verdict};
+    ///
+    /// // A kubelet's write of another node's CSINode status, as kube-apiserver sends it.
+    /// let body = r#"{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+    ///   "uid": "705ab4f5", "operation": "UPDATE", "subResource": "status", "name": "node-2",
+    ///   "resource": {"group": "storage.k8s.io", "version": "v1", "resource": "csinodes"},
+    ///   "userInfo": {"username": "system:node:node-1", "groups": ["system:nodes"]},
+    ///   "object": {"metadata": {"name": "node-2"}}, "oldObject": {"metadata": {"name": "node-2"}}}}"#;
+    /// let review = AdmissionReview::parse(body)?;
+    /// let Verdict::Forbidden(forbidden) = review.request.validate(&Settings::with_gate(true))? else {
+    ///     panic!("a node writes its own CSINode only");
+    /// };
+    /// let message = forbidden.status().message.unwrap_or_default();
+    /// assert_eq!(
+    ///     message,
+    ///     r#"csinodes.storage.k8s.io "node-2" is forbidden: can only access CSINode with the same name as the requesting node"#
+    /// );
+    /// // Not an AdmissionReview: an error naming what it is.
+    /// assert!(AdmissionReview::parse(r#"{"apiVersion": "v1", "kind": "Pod"}"#).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn parse(body: &'a str) -> Result<Self, ReviewError> {
         let review = decode::read_review(body).map_err(ReviewError::Decode)?;
         if review.api_version != API_VERSION || review.kind != KIND {

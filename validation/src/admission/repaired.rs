@@ -208,10 +208,11 @@ impl<'a> AdmissionRequest<'a> {
         let mut entries: Vec<usize> = Vec::new();
         let mut sink = |repair: Repair| {
             Repaired::add(&mut counts, &repair);
-            if let Some(entry) = repair.entry {
-                if entries.len() < NAMED_ENTRIES && !entries.contains(&entry) {
-                    entries.push(entry);
-                }
+            if let Some(entry) = repair.entry
+                && entries.len() < NAMED_ENTRIES
+                && !entries.contains(&entry)
+            {
+                entries.push(entry);
             }
             each(&repair);
         };

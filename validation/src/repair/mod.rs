@@ -82,7 +82,35 @@ pub fn repair_pvc(
 }
 
 /// Repairs a `VolumeHealthStatus` found at `status.healthStatus` (a claim's), `old` the stored
-/// one.
+/// one: what a health monitor holds before it writes. Each repair is returned (its path and
+/// kind); a report the rules accept is left as it is.
+///
+/// ```
+/// use k8s_openapi::api::core::v1::VolumeHealthStatus;
+/// use volume_health_validation::repair::repair_volume_health_status;
+/// use volume_health_validation::rules::validate_volume_health_status;
+///
+/// // kubernetes#142280's driver: one (status, reason) twice, with different messages.
+/// let mut report: VolumeHealthStatus = serde_json::from_value(serde_json::json!({
+///     "healthConditions": [
+///         {"status": "Degraded", "reason": "missing_controller", "message": "controller 1 missing"},
+///         {"status": "Degraded", "reason": "missing_controller", "message": "controller 2 missing"},
+///     ]
+/// }))?;
+/// let repairs = repair_volume_health_status(&mut report, None);
+/// assert_eq!(
+///     repairs[0].to_string(),
+///     "status.healthStatus.healthConditions[1]: condition dropped: an earlier condition has its status and reason"
+/// );
+/// // The first is kept, and the rules accept the result.
+/// let kept = report.health_conditions.as_deref().unwrap_or_default();
+/// assert_eq!(kept.len(), 1);
+/// assert_eq!(kept[0].message.as_deref(), Some("controller 1 missing"));
+/// assert!(validate_volume_health_status(Some(&report), None).is_empty());
+/// // A valid report is never changed.
+/// assert!(repair_volume_health_status(&mut report, None).is_empty());
+/// # Ok::<(), serde_json::Error>(())
+/// ```
 pub fn repair_volume_health_status(
     new: &mut VolumeHealthStatus,
     old: Option<&VolumeHealthStatus>,
@@ -120,6 +148,26 @@ pub fn repair_pod(pod: &mut Pod, old: Option<&Pod>) -> Vec<Repair> {
 
 /// Repairs a `status.volumeHealth` list, `old` the stored one; `volume_exists` tells whether a
 /// name is an entry of the pod's `spec.volumes`.
+///
+/// ```
+/// use k8s_openapi::api::core::v1::PodVolumeHealth;
+/// use volume_health_validation::repair::repair_pod_volume_health;
+///
+/// let mut entries: Vec<PodVolumeHealth> = serde_json::from_value(serde_json::json!([
+///     {"name": "data", "healthConditions": [{"status": "DataLoss", "reason": "SplitBrain"}]},
+///     {"name": "gone", "healthConditions": [{"status": "Degraded", "reason": "ReplicaOutOfSync"}]},
+///     {"name": "data", "healthConditions": [{"status": "Inaccessible", "reason": "NoQuorum"}]},
+/// ]))?;
+/// let repairs = repair_pod_volume_health(&mut entries, None, |name| name == "data");
+/// assert_eq!(repairs.len(), 2, "{repairs:?}");
+/// // The entry of a volume the pod does not have is dropped; the second `data` entry is
+/// // merged into the first, its condition kept.
+/// assert_eq!(entries.len(), 1);
+/// let conditions = entries[0].health_conditions.as_deref().unwrap_or_default();
+/// let kept: Vec<&str> = conditions.iter().map(|c| c.reason.as_str()).collect();
+/// assert_eq!(kept, ["SplitBrain", "NoQuorum"]);
+/// # Ok::<(), serde_json::Error>(())
+/// ```
 pub fn repair_pod_volume_health(
     new: &mut Vec<PodVolumeHealth>,
     old: Option<&[PodVolumeHealth]>,
@@ -156,6 +204,27 @@ pub fn repair_csinode(node: &mut CSINode, old: Option<&CSINode>) -> Vec<Repair> 
 /// Repairs a `status.storageHealth` list, `old` the stored one, with or without this project's
 /// rule on conditions' identities. Only that rule ratchets (per entry, as it is checked); every
 /// upstream CSINode rule applies to every write.
+///
+/// ```
+/// use k8s_openapi::api::storage::v1::StorageHealth;
+/// use volume_health_validation::repair::repair_storage_health;
+/// use volume_health_validation::rules::ConditionIdentity;
+///
+/// // Two conditions nothing tells apart (the same status, reason and modes): in-tree stores
+/// // them, this project's rule keeps the first.
+/// let report = || -> Result<Vec<StorageHealth>, serde_json::Error> {
+///     serde_json::from_value(serde_json::json!([{"name": "csi.example.com", "healthConditions": [
+///         {"status": "StorageDegraded", "reason": "PoolFull", "message": "pool a"},
+///         {"status": "StorageDegraded", "reason": "PoolFull", "message": "pool b"},
+///     ]}]))
+/// };
+/// let mut unique = report()?;
+/// assert_eq!(repair_storage_health(&mut unique, None, ConditionIdentity::Unique).len(), 1);
+/// assert_eq!(unique[0].health_conditions.as_ref().map(Vec::len), Some(1));
+/// let mut in_tree = report()?;
+/// assert!(repair_storage_health(&mut in_tree, None, ConditionIdentity::InTree).is_empty());
+/// # Ok::<(), serde_json::Error>(())
+/// ```
 pub fn repair_storage_health(
     new: &mut Vec<StorageHealth>,
     old: Option<&[StorageHealth]>,

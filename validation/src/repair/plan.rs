@@ -470,10 +470,10 @@ pub(crate) fn pod(
         Volumes::Listed(listed) => {
             if let Some(listed) = listed {
                 listed.walk(|_, volume| {
-                    if let Some(name) = &volume.name {
-                        if let Some(&g) = groups.by_name.get(&hash128(&**name)) {
-                            exists[g as usize] = true;
-                        }
+                    if let Some(name) = &volume.name
+                        && let Some(&g) = groups.by_name.get(&hash128(&**name))
+                    {
+                        exists[g as usize] = true;
                     }
                     Walk::Next
                 });
@@ -483,10 +483,10 @@ pub(crate) fn pod(
     }
     list.walk(|i, entry| {
         let g = groups.of_name(&entry.name) as usize;
-        if let Volumes::Lookup(lookup) = &volumes {
-            if groups.groups[g].first as usize == i {
-                exists[g] = lookup(&entry.name);
-            }
+        if let Volumes::Lookup(lookup) = &volumes
+            && groups.groups[g].first as usize == i
+        {
+            exists[g] = lookup(&entry.name);
         }
         out_of_format |= has_reason_out_of_format(entry.health_conditions.as_ref());
         Walk::Next
@@ -703,55 +703,55 @@ pub(crate) fn csinode(
     // Which groups keep indistinct conditions: all of them in-tree; with this project's rule,
     // those whose conditions, repaired without it, are the stored entry's (first of its name).
     let mut indistinct = vec![identity == ConditionIdentity::InTree; groups.groups.len()];
-    if identity == ConditionIdentity::Unique {
-        if let Some(old) = old {
-            let mut stored: HashMap<u32, Vec<u128>> = HashMap::new();
-            let mut result = Ok(());
-            old.walk(|_, entry| {
-                let g = groups.of_name(&entry.name);
-                if g == u32::MAX || stored.contains_key(&g) {
-                    return Walk::Next;
-                }
-                let mut contents = Vec::new();
-                if let Some(conditions) = &entry.health_conditions {
-                    conditions.walk(|_, c| {
-                        contents.push(StorageOut::of(c).content());
-                        Walk::Next
-                    });
-                }
-                result = budget.add(MAP_ENTRY_BYTES + 16 * contents.len());
-                stored.insert(g, contents);
-                walk_on(&result)
-            });
-            result?;
-            let mut trial: HashMap<u32, Selection> = HashMap::new();
-            let mut ignore = |_: Repair| {};
-            list.walk(|i, entry| {
-                let g = groups.of_name(&entry.name);
-                if !stored.contains_key(&g) {
-                    return Walk::Next;
-                }
-                let selection = trial.entry(g).or_insert_with(|| Selection::new(path, None));
-                let before = selection.bytes();
-                if let Some(conditions) = &entry.health_conditions {
-                    conditions.walk(|index, c| {
-                        let at = Origin { entry: i, index };
-                        if let Some(candidate) = storage_condition(c, at, path, &mut ignore) {
-                            selection.offer(candidate, &mut ignore);
-                        }
-                        Walk::Next
-                    });
-                }
-                budget.sub(before);
-                result = budget.add(selection.bytes());
-                walk_on(&result)
-            });
-            result?;
-            for (g, selection) in trial {
-                budget.sub(selection.bytes());
-                let kept: Vec<u128> = selection.kept().iter().map(|c| c.content).collect();
-                indistinct[g as usize] = stored.get(&g) == Some(&kept);
+    if identity == ConditionIdentity::Unique
+        && let Some(old) = old
+    {
+        let mut stored: HashMap<u32, Vec<u128>> = HashMap::new();
+        let mut result = Ok(());
+        old.walk(|_, entry| {
+            let g = groups.of_name(&entry.name);
+            if g == u32::MAX || stored.contains_key(&g) {
+                return Walk::Next;
             }
+            let mut contents = Vec::new();
+            if let Some(conditions) = &entry.health_conditions {
+                conditions.walk(|_, c| {
+                    contents.push(StorageOut::of(c).content());
+                    Walk::Next
+                });
+            }
+            result = budget.add(MAP_ENTRY_BYTES + 16 * contents.len());
+            stored.insert(g, contents);
+            walk_on(&result)
+        });
+        result?;
+        let mut trial: HashMap<u32, Selection> = HashMap::new();
+        let mut ignore = |_: Repair| {};
+        list.walk(|i, entry| {
+            let g = groups.of_name(&entry.name);
+            if !stored.contains_key(&g) {
+                return Walk::Next;
+            }
+            let selection = trial.entry(g).or_insert_with(|| Selection::new(path, None));
+            let before = selection.bytes();
+            if let Some(conditions) = &entry.health_conditions {
+                conditions.walk(|index, c| {
+                    let at = Origin { entry: i, index };
+                    if let Some(candidate) = storage_condition(c, at, path, &mut ignore) {
+                        selection.offer(candidate, &mut ignore);
+                    }
+                    Walk::Next
+                });
+            }
+            budget.sub(before);
+            result = budget.add(selection.bytes());
+            walk_on(&result)
+        });
+        result?;
+        for (g, selection) in trial {
+            budget.sub(selection.bytes());
+            let kept: Vec<u128> = selection.kept().iter().map(|c| c.content).collect();
+            indistinct[g as usize] = stored.get(&g) == Some(&kept);
         }
     }
     repair_entries(

@@ -35,6 +35,24 @@ impl Report for [StorageHealth] {}
 /// Linear in both reports (conditions compared as hashed sets or counts). Lists of entries are
 /// compared entry by entry, by name, the first entry of each name as the apiserver matches them;
 /// a single entry is compared by its name and conditions.
+///
+/// ```
+/// use k8s_openapi::api::core::v1::VolumeHealthStatus;
+/// use volume_health_validation::repair::{Policy, unchanged};
+///
+/// let status = |message: &str| -> Result<VolumeHealthStatus, serde_json::Error> {
+///     serde_json::from_value(serde_json::json!({"healthConditions": [
+///         {"status": "Degraded", "reason": "ReplicaOutOfSync", "message": message}]}))
+/// };
+/// let stored = status("node-a behind by 12 MiB")?;
+/// let probed = status("node-a behind by 9 MiB")?;
+/// // The kubelet's policy skips a write whose messages alone changed; the monitor's does not.
+/// assert!(unchanged(Some(&stored), &probed, Policy::IgnoreMessages));
+/// assert!(!unchanged(Some(&stored), &probed, Policy::CompareMessages));
+/// // Nothing stored: a report with conditions is a change.
+/// assert!(!unchanged(None, &probed, Policy::IgnoreMessages));
+/// # Ok::<(), serde_json::Error>(())
+/// ```
 pub fn unchanged<R: Report + ?Sized>(old: Option<&R>, new: &R, policy: Policy) -> bool {
     match old {
         Some(old) => old.summary(policy) == new.summary(policy),
@@ -54,6 +72,33 @@ pub fn unchanged<R: Report + ?Sized>(old: Option<&R>, new: &R, policy: Policy) -
 /// `now` is cut to the whole second: the apiserver keeps a `Time` to the second, and a writer
 /// whose copy holds more than that never finds it equal to what is stored (the v1.37.2
 /// kubelet's pod status copy is the case: it then reads the pod again at every sync).
+///
+/// ```
+/// use k8s_openapi::api::core::v1::VolumeHealthStatus;
+/// use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+/// use volume_health_validation::repair::carry_transition_times;
+///
+/// let status = |reason: &str, time: Option<&str>| -> Result<VolumeHealthStatus, serde_json::Error> {
+///     serde_json::from_value(serde_json::json!({
+///         "healthConditions": [{"status": "Degraded", "reason": reason}],
+///         "lastTransitionTime": time,
+///     }))
+/// };
+/// let now = Time("2026-03-01T10:05:00.750Z".parse().expect("a time"));
+/// let stored = status("ReplicaOutOfSync", Some("2026-03-01T10:00:00Z"))?;
+///
+/// // The same (status, reason): the stored time stays.
+/// let mut same = status("ReplicaOutOfSync", None)?;
+/// carry_transition_times(Some(&stored), &mut same, &now);
+/// assert_eq!(same.last_transition_time, stored.last_transition_time);
+///
+/// // Another reason: `now`, cut to the second as the apiserver stores it.
+/// let mut changed = status("NoQuorum", None)?;
+/// carry_transition_times(Some(&stored), &mut changed, &now);
+/// let expected = Time("2026-03-01T10:05:00Z".parse().expect("a time"));
+/// assert_eq!(changed.last_transition_time, Some(expected));
+/// # Ok::<(), serde_json::Error>(())
+/// ```
 pub fn carry_transition_times<R: Report + ?Sized>(old: Option<&R>, new: &mut R, now: &Time) {
     new.carry(old, &whole_second(now));
 }

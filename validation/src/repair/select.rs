@@ -153,11 +153,11 @@ impl Selection {
     /// status never outranks what displaced it.
     pub(crate) fn offer(&mut self, candidate: Candidate, sink: Sink<'_>) {
         let mut report = |at: Origin, kind| sink(self.path.condition_repair(at, kind));
-        if let Some(kind) = self.duplicate {
-            if self.kept.iter().any(|k| k.identity == candidate.identity) {
-                report(candidate.at, kind);
-                return;
-            }
+        if let Some(kind) = self.duplicate
+            && self.kept.iter().any(|k| k.identity == candidate.identity)
+        {
+            report(candidate.at, kind);
+            return;
         }
         if self.kept.len() < MAX_HEALTH_CONDITIONS {
             self.bytes += candidate.bytes();

@@ -42,6 +42,23 @@ impl ConditionIdentity {
 
 /// Validates a CSINode's `status.storageHealth` with every rule, this project's
 /// [`ConditionIdentity::Unique`] included; `old` is the stored CSINode on update.
+///
+/// ```
+/// use k8s_openapi::api::storage::v1::CSINode;
+/// use volume_health_validation::validate_csinode;
+///
+/// let node: CSINode = serde_json::from_value(serde_json::json!({
+///     "metadata": {"name": "node-1"},
+///     "spec": {"drivers": []},
+///     "status": {"storageHealth": [{"name": "csi.example.com", "healthConditions": [
+///         {"status": "StorageUnreachable", "reason": "BackendDown", "accessMode": "ReadWriteMany"},
+///         {"status": "StorageUnreachable", "reason": "BackendDown", "accessMode": "ReadWriteOnce"},
+///     ]}]}
+/// }))?;
+/// // One reason for two access modes: two identities, both accepted.
+/// assert!(validate_csinode(&node, None).is_empty());
+/// # Ok::<(), serde_json::Error>(())
+/// ```
 pub fn validate_csinode(new: &CSINode, old: Option<&CSINode>) -> ErrorList {
     validate_storage_health(
         storage_health(Some(new)),
@@ -51,6 +68,19 @@ pub fn validate_csinode(new: &CSINode, old: Option<&CSINode>) -> ErrorList {
 }
 
 /// Validates a `status.storageHealth` list; `old` is the stored one on update.
+///
+/// ```
+/// use k8s_openapi::api::storage::v1::StorageHealth;
+/// use volume_health_validation::rules::{ConditionIdentity, validate_storage_health};
+///
+/// let entries: Vec<StorageHealth> = serde_json::from_value(serde_json::json!([
+///     {"name": "Not_A_Driver", "healthConditions": [{"status": "StorageDegraded", "reason": "PoolFull"}]},
+/// ]))?;
+/// let errors = validate_storage_health(Some(&entries), None, ConditionIdentity::InTree);
+/// assert_eq!(errors.len(), 1);
+/// assert!(errors[0].to_string().starts_with("status.storageHealth[0].name: Invalid value: \"Not_A_Driver\""));
+/// # Ok::<(), serde_json::Error>(())
+/// ```
 pub fn validate_storage_health(
     new: Option<&[StorageHealth]>,
     old: Option<&[StorageHealth]>,

@@ -12,6 +12,23 @@ use crate::render;
 
 /// Validates a pod's `status.volumeHealth`, ratcheting against `old` on update. Volume names are
 /// looked up in the new pod's `spec.volumes`.
+///
+/// ```
+/// use k8s_openapi::api::core::v1::Pod;
+/// use volume_health_validation::validate_pod;
+///
+/// let pod: Pod = serde_json::from_value(serde_json::json!({
+///     "spec": {"containers": [{"name": "app"}], "volumes": [{"name": "data", "emptyDir": {}}]},
+///     "status": {"volumeHealth": [
+///         {"name": "data", "healthConditions": [{"status": "Inaccessible", "reason": "NoQuorum"}]},
+///         {"name": "cache", "healthConditions": [{"status": "Degraded", "reason": "Slow"}]},
+///     ]}
+/// }))?;
+/// let errors = validate_pod(&pod, None);
+/// assert_eq!(errors.len(), 1);
+/// assert_eq!(errors[0].to_string(), r#"status.volumeHealth[1].name: Not found: "cache""#);
+/// # Ok::<(), serde_json::Error>(())
+/// ```
 pub fn validate_pod(new: &Pod, old: Option<&Pod>) -> ErrorList {
     let volumes: HashSet<&str> = new
         .spec
@@ -26,6 +43,19 @@ pub fn validate_pod(new: &Pod, old: Option<&Pod>) -> ErrorList {
 
 /// Validates a `status.volumeHealth` list. `volume_exists` tells whether a name is an entry of
 /// the pod's `spec.volumes`.
+///
+/// ```
+/// use k8s_openapi::api::core::v1::PodVolumeHealth;
+/// use volume_health_validation::rules::validate_pod_volume_health;
+///
+/// let entries: Vec<PodVolumeHealth> = serde_json::from_value(serde_json::json!([
+///     {"name": "data", "healthConditions": [{"status": "Degraded", "reason": "slow-disk"}]},
+/// ]))?;
+/// let errors = validate_pod_volume_health(Some(&entries), None, |name| name == "data");
+/// assert_eq!(errors.len(), 1);
+/// assert!(errors[0].to_string().starts_with("status.volumeHealth[0].healthConditions[0].reason: Invalid value: \"slow-disk\""));
+/// # Ok::<(), serde_json::Error>(())
+/// ```
 pub fn validate_pod_volume_health(
     new: Option<&[PodVolumeHealth]>,
     old: Option<&[PodVolumeHealth]>,

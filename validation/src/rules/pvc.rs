@@ -37,7 +37,25 @@ pub fn validate_pvc(new: &PersistentVolumeClaim, old: Option<&PersistentVolumeCl
     validate_volume_health_status(health_status(Some(new)), health_status(old))
 }
 
-/// Validates a `VolumeHealthStatus` found at `status.healthStatus`.
+/// Validates a `VolumeHealthStatus` found at `status.healthStatus`; `old` is the stored one on
+/// update, whose unchanged conditions are not checked again (ratcheting, as in-tree).
+///
+/// ```
+/// use k8s_openapi::api::core::v1::VolumeHealthStatus;
+/// use volume_health_validation::rules::validate_volume_health_status;
+///
+/// let status = |message: &str| -> Result<VolumeHealthStatus, serde_json::Error> {
+///     serde_json::from_value(serde_json::json!({"healthConditions": [
+///         {"status": "Unknown", "reason": "Legacy", "message": message}]}))
+/// };
+/// // A status the field does not allow is refused on a new report...
+/// let stored = status("from before")?;
+/// assert_eq!(validate_volume_health_status(Some(&stored), None).len(), 1);
+/// // ...and kept writable while stored: only the message changed.
+/// let update = status("still there")?;
+/// assert!(validate_volume_health_status(Some(&update), Some(&stored)).is_empty());
+/// # Ok::<(), serde_json::Error>(())
+/// ```
 pub fn validate_volume_health_status(
     new: Option<&VolumeHealthStatus>,
     old: Option<&VolumeHealthStatus>,

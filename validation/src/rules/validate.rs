@@ -361,10 +361,10 @@ impl<'l, 'a> NameSet<'l, 'a> {
     /// Whether `name`, the name of an entry, is the name of a volume.
     pub(crate) fn contains(&self, name: &str) -> bool {
         // A few names, as a pod has, are compared rather than hashed.
-        if let Some(names) = self.volumes.map_or(Some(&[][..]), RawList::held) {
-            if names.len() <= 16 {
-                return names.iter().any(|item| item.name.as_deref() == Some(name));
-            }
+        if let Some(names) = self.volumes.map_or(Some(&[][..]), RawList::held)
+            && names.len() <= 16
+        {
+            return names.iter().any(|item| item.name.as_deref() == Some(name));
         }
         let key = hash128(name);
         match self.found.get_or_init(|| self.build()) {
@@ -392,10 +392,10 @@ impl<'l, 'a> NameSet<'l, 'a> {
             let mut present = vec![false; names.len()];
             if let Some(list) = self.volumes {
                 list.walk(|_, volume| {
-                    if let Some(name) = &volume.name {
-                        if let Ok(i) = names.binary_search(&hash128(&**name)) {
-                            present[i] = true;
-                        }
+                    if let Some(name) = &volume.name
+                        && let Ok(i) = names.binary_search(&hash128(&**name))
+                    {
+                        present[i] = true;
                     }
                     Walk::Next
                 });

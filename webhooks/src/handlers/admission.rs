@@ -52,8 +52,8 @@ impl Admitted {
         }
     }
 
-    // Every kubelet status write passes through here, and almost all of them are simply
-    // allowed: those are counted in /metrics, and logged only at debug level
+    // Almost every review sent here is simply allowed (a valid write the entries'
+    // conditions could not rule out): those are counted in /metrics, and logged only at debug level
     // (`RUST_LOG=volume_health_webhooks=debug` logs every review). Denials and patches, the
     // answers someone may have to look into, are logged at info.
     fn level(self) -> Level {

@@ -164,11 +164,15 @@ fn pod(volume: &str) -> String {
     POD.replace("VOLUME", volume)
 }
 
+/// What `check` says when it waits on a terminal.
+const WAITING: &str = "check: reading objects (YAML or JSON) from standard input";
+
 #[test]
 fn standard_input_and_exit_codes() {
-    // 0: everything passes; no PATH reads standard input.
+    // 0: everything passes; no PATH reads standard input, silently from a pipe.
     let (code, stdout, stderr) = run(bin().arg("check"), &pod("data"));
     assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(!stderr.contains(WAITING), "{stderr}");
     assert_eq!(
         stdout,
         "checked 1 object: 1 pod, 0 claims, 0 CSINodes; 0 invalid; 0 skipped\n"
@@ -351,4 +355,24 @@ fn flags_and_their_environment_variables() {
     // Colour when forced (a terminal gets it without asking).
     let (_, stdout, _) = run(bin().arg("check").env("CLICOLOR_FORCE", "1"), &pod("logs"));
     assert!(stdout.contains("\x1b[31m"), "{stdout:?}");
+}
+
+/// On a terminal, `check` with no file says that it reads standard input (util-linux's
+/// `script` gives it one).
+#[test]
+fn a_terminal_on_standard_input_is_told_what_is_awaited() {
+    let command = format!("{} check", env!("CARGO_BIN_EXE_volume-health-webhook"));
+    // A check left waiting would hang the suite: coreutils' timeout ends it (exit 124).
+    let mut script = Command::new("timeout");
+    script.args(["60", "script", "-q", "-e", "-c", &command, "/dev/null"]);
+    for (name, _) in std::env::vars() {
+        if name.starts_with("VOLUME_HEALTH_") {
+            script.env_remove(name);
+        }
+    }
+    // A terminal hands over a line at its end: the object ends with one.
+    let (code, output, _) = run(&mut script, &format!("{}\n", pod("data")));
+    assert_eq!(code, 0, "{output}");
+    assert!(output.contains(WAITING), "{output}");
+    assert!(output.contains("checked 1 object"), "{output}");
 }

@@ -22,7 +22,13 @@ pub(crate) const KUSTOMIZATIONS: &[&str] = &[
     "overlays/cert-manager-warn",
     "overlays/provided-certs",
     "overlays/provided-certs-warn",
+    "overlays/native",
+    "overlays/native-warn",
 ];
+
+/// The native mode overlays: admission policies alone, no webhook (the native policy tests
+/// check them).
+pub(crate) const NATIVE: &[&str] = &["overlays/native", "overlays/native-warn"];
 
 /// The overlays an operator installs; `base` alone lacks certificates.
 pub(crate) const INSTALLABLE: &[&str] = &[
@@ -47,6 +53,8 @@ pub(crate) const STATIC_INSTALLS: &[(&str, &str)] = &[
         "install/cert-manager-warn.yaml",
         "overlays/cert-manager-warn",
     ),
+    ("install/native.yaml", "overlays/native"),
+    ("install/native-warn.yaml", "overlays/native-warn"),
 ];
 
 /// Directories under `manifests/` that belong to other components.
@@ -64,6 +72,9 @@ pub(crate) const COMPONENTS: &[&str] = &[
     "components/client-ca",
     "components/volume-health-off",
 ];
+
+/// The in-cluster audit and the CRDs of its reports, rendered and checked by `audit.rs`.
+pub(crate) const AUDIT_COMPONENTS: &[&str] = &["components/audit", "components/openreports-crds"];
 
 /// Components that undo what the base or another component sets, rendered on their own:
 /// `no-repair` removes the base's repair entries.
@@ -106,6 +117,7 @@ pub(crate) fn kustomization_dirs() -> BTreeSet<String> {
                 .iter()
                 .chain(COMPONENTS)
                 .chain(UNDOING_COMPONENTS)
+                .chain(AUDIT_COMPONENTS)
                 .chain(&[NATIVE_POLICIES])
                 .any(|skip| relative == Path::new(skip))
             {
@@ -129,6 +141,7 @@ pub(crate) fn kustomization_dirs() -> BTreeSet<String> {
 }
 
 /// One rendered kustomization.
+#[derive(Clone)]
 pub(crate) struct Rendered {
     /// Path relative to `manifests/`.
     pub(crate) name: &'static str,
@@ -165,8 +178,20 @@ impl Rendered {
     }
 }
 
-/// Every kustomization, rendered once per test run.
+/// Every kustomization of the webhooks (not native mode's), rendered once per test run.
 pub(crate) fn rendered() -> &'static [Rendered] {
+    static WEBHOOKS: OnceLock<Vec<Rendered>> = OnceLock::new();
+    WEBHOOKS.get_or_init(|| {
+        all_rendered()
+            .iter()
+            .filter(|r| !NATIVE.contains(&r.name))
+            .cloned()
+            .collect()
+    })
+}
+
+/// Every kustomization rendered, the native ones too.
+pub(crate) fn all_rendered() -> &'static [Rendered] {
     static RENDERED: OnceLock<Vec<Rendered>> = OnceLock::new();
     RENDERED.get_or_init(|| {
         KUSTOMIZATIONS
@@ -200,7 +225,7 @@ pub(crate) fn switched() -> &'static [Rendered] {
 
 /// The rendering of one kustomization.
 pub(crate) fn rendering(name: &str) -> &'static Rendered {
-    rendered()
+    all_rendered()
         .iter()
         .find(|r| r.name == name)
         .unwrap_or_else(|| panic!("{name} is not a listed kustomization"))

@@ -1,14 +1,14 @@
 // Test helpers unwrap: a panic here is a failed test with its location.
 #![allow(clippy::unwrap_used)]
 
+use crate::repair::RepairKind;
+use crate::validate_pvc;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, VolumeHealthCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
-use volume_health_validation::repair::RepairKind;
-use volume_health_validation::validate_pvc;
 
-use super::plan;
+use super::claim_report as plan;
 
 fn at(second: i64) -> Time {
     Time(Timestamp::from_second(1_772_000_000 + second).unwrap())
@@ -173,7 +173,7 @@ fn a_report_the_apiserver_would_refuse_is_repaired_before_it_is_written() {
             ),
             (
                 "status.healthStatus.healthConditions[2]",
-                RepairKind::ReplacedField(volume_health_validation::repair::Impossible::Reason)
+                RepairKind::ReplacedField(crate::repair::Impossible::Reason)
             ),
         ]
     );
