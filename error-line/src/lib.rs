@@ -17,6 +17,38 @@ const CUT_MARK: &str = "...";
 /// the message already contains (serde and io errors often repeat their cause). At most about
 /// [`MAX_MESSAGE_BYTES`]: each part is written through [`Bounded`], so no part is ever held
 /// longer than that, however long its own text.
+///
+/// ```
+/// use std::{error::Error, fmt, io};
+/// use error_line::{MAX_MESSAGE_BYTES, chain};
+///
+/// /// What was being done, and the io error that stopped it.
+/// #[derive(Debug)]
+/// struct Context(&'static str, io::Error);
+///
+/// impl fmt::Display for Context {
+///     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+///         f.write_str(self.0)
+///     }
+/// }
+///
+/// impl Error for Context {
+///     fn source(&self) -> Option<&(dyn Error + 'static)> {
+///         Some(&self.1)
+///     }
+/// }
+///
+/// let denied = || io::Error::new(io::ErrorKind::PermissionDenied, "permission denied");
+/// let err = Context("reading vol_data.json", denied());
+/// assert_eq!(chain(&err), "reading vol_data.json: permission denied");
+/// // A cause the message already quotes is not repeated.
+/// let err = Context("open failed: permission denied", denied());
+/// assert_eq!(chain(&err), "open failed: permission denied");
+/// // However long a cause's text, the line stays bounded.
+/// let err = Context("reading vol_data.json", io::Error::other("x".repeat(10_000)));
+/// let line = chain(&err);
+/// assert!(line.len() <= MAX_MESSAGE_BYTES && line.ends_with("..."));
+/// ```
 pub fn chain(err: &dyn std::error::Error) -> String {
     let mut message = bounded(err);
     let mut source = err.source();
@@ -40,6 +72,17 @@ fn bounded<T: fmt::Display + ?Sized>(value: &T) -> String {
 }
 
 /// `text`, cut to at most `max` bytes on a character boundary, with `...` at the cut.
+///
+/// ```
+/// use std::borrow::Cow;
+/// use error_line::cut;
+///
+/// // A text that fits is borrowed, not copied.
+/// assert!(matches!(cut("node-1", 16), Cow::Borrowed("node-1")));
+/// // The mark counts in the limit, and a character is never split: `é` is two bytes.
+/// assert_eq!(cut("résumé", 6), "ré...");
+/// assert_eq!(cut("éééé", 6), "é...");
+/// ```
 pub fn cut(text: &str, max: usize) -> Cow<'_, str> {
     if text.len() <= max {
         return Cow::Borrowed(text);
@@ -53,6 +96,14 @@ pub fn cut(text: &str, max: usize) -> Cow<'_, str> {
 
 /// `text` cut to at most `max` bytes on a character boundary, without a mark: for log fields,
 /// where no copy is wanted.
+///
+/// ```
+/// use error_line::prefix;
+///
+/// assert_eq!(prefix("node-1", 16), "node-1");
+/// // `é` is two bytes: the cut falls before it rather than inside it.
+/// assert_eq!(prefix("volumé", 6), "volum");
+/// ```
 pub fn prefix(text: &str, max: usize) -> &str {
     if text.len() <= max {
         return text;

@@ -21,16 +21,39 @@ pub enum FieldPath<'a> {
 
 impl<'a> FieldPath<'a> {
     /// A top-level field.
+    ///
+    /// ```
+    /// use volume_health_validation::field::FieldPath;
+    ///
+    /// assert_eq!(FieldPath::root("status").to_string(), "status");
+    /// ```
     pub const fn root(name: &'static str) -> Self {
         FieldPath::Root(name)
     }
 
     /// The named field below this path.
+    ///
+    /// ```
+    /// use volume_health_validation::field::FieldPath;
+    ///
+    /// // Each step borrows its parent: the path lives on the stack until an error renders it.
+    /// let status = FieldPath::root("status");
+    /// assert_eq!(status.child("healthStatus").to_string(), "status.healthStatus");
+    /// ```
     pub fn child(&'a self, name: &'static str) -> FieldPath<'a> {
         FieldPath::Child(self, name)
     }
 
     /// The list element `index` of this path.
+    ///
+    /// ```
+    /// use volume_health_validation::field::FieldPath;
+    ///
+    /// let status = FieldPath::root("status");
+    /// let entries = status.child("volumeHealth");
+    /// let entry = entries.index(2);
+    /// assert_eq!(entry.child("name").to_string(), "status.volumeHealth[2].name");
+    /// ```
     pub fn index(&'a self, index: usize) -> FieldPath<'a> {
         FieldPath::Index(self, index)
     }
@@ -104,6 +127,14 @@ pub enum ErrorKind {
 
 impl ErrorKind {
     /// The `metav1.CauseType` of this kind, e.g. `FieldValueRequired`.
+    ///
+    /// ```
+    /// use volume_health_validation::field::ErrorKind;
+    ///
+    /// assert_eq!(ErrorKind::Required.cause_type(), "FieldValueRequired");
+    /// let too_many = ErrorKind::TooMany { count: 17, max: 16 };
+    /// assert_eq!(too_many.cause_type(), "FieldValueTooMany");
+    /// ```
     pub fn cause_type(&self) -> &'static str {
         match self {
             ErrorKind::Required => "FieldValueRequired",
@@ -166,6 +197,18 @@ pub struct FieldError {
 
 impl FieldError {
     /// An error of `kind` at `path`.
+    ///
+    /// ```
+    /// use volume_health_validation::field::{ErrorKind, FieldError, FieldPath};
+    ///
+    /// let status = FieldPath::root("status");
+    /// let entries = status.child("volumeHealth");
+    /// let entry = entries.index(1);
+    /// let name = entry.child("name");
+    /// let error = FieldError::new(&name, ErrorKind::NotFound { value: "logs".into() });
+    /// assert_eq!(error.field, "status.volumeHealth[1].name");
+    /// assert_eq!(error.to_string(), r#"status.volumeHealth[1].name: Not found: "logs""#);
+    /// ```
     pub fn new(path: &FieldPath<'_>, kind: ErrorKind) -> Self {
         FieldError {
             field: path.to_string(),
@@ -174,6 +217,22 @@ impl FieldError {
     }
 
     /// The body without the path, as `StatusCause.message` carries it.
+    ///
+    /// ```
+    /// use k8s_openapi::api::core::v1::{Pod, PodStatus, PodVolumeHealth};
+    /// use volume_health_validation::validate_pod;
+    ///
+    /// let pod = Pod {
+    ///     status: Some(PodStatus {
+    ///         volume_health: Some(vec![PodVolumeHealth { name: "logs".into(), ..Default::default() }]),
+    ///         ..Default::default()
+    ///     }),
+    ///     ..Default::default()
+    /// };
+    /// let errors = validate_pod(&pod, None);
+    /// assert_eq!(errors[0].body(), r#"Not found: "logs""#);
+    /// assert_eq!(errors[0].to_string(), format!("{}: {}", errors[0].field, errors[0].body()));
+    /// ```
     pub fn body(&self) -> String {
         self.kind.to_string()
     }

@@ -34,6 +34,14 @@ pub struct Groups {
 
 impl Groups {
     /// The groups of `names`.
+    ///
+    /// ```
+    /// use volume_health_validation::identity::Groups;
+    ///
+    /// assert!(Groups::of(&["system:authenticated", "system:nodes"]).has_nodes_group());
+    /// // Group names are compared exactly, case included.
+    /// assert!(!Groups::of(&["System:Nodes"]).has_nodes_group());
+    /// ```
     pub fn of<S: AsRef<str>>(names: &[S]) -> Self {
         Groups {
             nodes: names.iter().any(|g| g.as_ref() == NODES_GROUP),
@@ -45,11 +53,27 @@ impl Groups {
     }
 
     /// Whether [`NODES_GROUP`] is one of them.
+    ///
+    /// ```
+    /// use volume_health_validation::identity::{Groups, NODES_GROUP};
+    ///
+    /// assert!(Groups::of(&[NODES_GROUP]).has_nodes_group());
+    /// assert!(!Groups::of::<&str>(&[]).has_nodes_group());
+    /// ```
     pub fn has_nodes_group(self) -> bool {
         self.nodes
     }
 
     /// The node name of `username` in these groups: see [`node_name`].
+    ///
+    /// ```
+    /// use volume_health_validation::identity::Groups;
+    ///
+    /// let nodes = Groups::of(&["system:nodes"]);
+    /// assert_eq!(nodes.node_name("system:node:node-1"), Some("node-1"));
+    /// // A node's username without the group is no node.
+    /// assert_eq!(Groups::of(&["system:authenticated"]).node_name("system:node:node-1"), None);
+    /// ```
     pub fn node_name(self, username: &str) -> Option<&str> {
         let name = username.strip_prefix(NODE_USER_PREFIX)?;
         self.nodes.then_some(name)
@@ -69,6 +93,19 @@ pub struct UserInfo<'a> {
 
 impl<'a> UserInfo<'a> {
     /// A user with these groups.
+    ///
+    /// ```
+    /// use volume_health_validation::UserInfo;
+    ///
+    /// let monitor = UserInfo::new(
+    ///     "system:serviceaccount:kube-system:csi-health-monitor",
+    ///     &["system:serviceaccounts", "system:authenticated"],
+    /// );
+    /// assert_eq!(monitor.username, "system:serviceaccount:kube-system:csi-health-monitor");
+    /// // Of the groups, the rules keep only whether `system:nodes` is one.
+    /// assert!(!monitor.groups.has_nodes_group());
+    /// assert_eq!(monitor.node_name(), None);
+    /// ```
     pub fn new<S: AsRef<str>>(username: impl Into<Cow<'a, str>>, groups: &[S]) -> Self {
         UserInfo {
             username: username.into(),
@@ -94,6 +131,15 @@ impl<'a> UserInfo<'a> {
     }
 
     /// The node name when this user is a node (see [`node_name`]).
+    ///
+    /// ```
+    /// use volume_health_validation::UserInfo;
+    ///
+    /// let kubelet = UserInfo::new("system:node:node-1", &["system:nodes"]);
+    /// assert_eq!(kubelet.node_name(), Some("node-1"));
+    /// // A node user without a name is still a node: the rules refuse its writes.
+    /// assert_eq!(UserInfo::new("system:node:", &["system:nodes"]).node_name(), Some(""));
+    /// ```
     pub fn node_name(&self) -> Option<&str> {
         self.groups.node_name(&self.username)
     }

@@ -56,6 +56,17 @@ pub enum BadWriterName {
 /// as a username: without its surrounding spaces, or why it is refused. The chart refuses the
 /// same entries: printable characters are what Go's `strconv.IsPrint` takes, which its
 /// templates test with the same Unicode tables.
+///
+/// ```
+/// use volume_health_validation::restriction::{BadWriterName, writer_name};
+///
+/// let monitor = writer_name(" system:serviceaccount:kube-system:csi-health-monitor ");
+/// assert_eq!(monitor, Ok("system:serviceaccount:kube-system:csi-health-monitor"));
+/// // A comma would split the list; U+2028 would end a YAML line.
+/// assert_eq!(writer_name("a,b"), Err(BadWriterName::Comma));
+/// assert_eq!(writer_name("a\u{2028}b"), Err(BadWriterName::NotPrintable("U+2028".into())));
+/// assert_eq!(writer_name("  "), Err(BadWriterName::Blank));
+/// ```
 pub fn writer_name(entry: &str) -> Result<&str, BadWriterName> {
     if let Some(c) = entry.chars().find(|&c| !crate::field::is_go_printable(c)) {
         return Err(BadWriterName::NotPrintable(format!(

@@ -26,6 +26,33 @@ pub(crate) const FORBIDDEN_REASON: &str = "Forbidden";
 /// The message of a 422, as `apierrors.NewInvalid` prints it:
 /// `<Kind> "<name>" is invalid: <err>` for one error, `[<e1>, <e2>]` for several, each distinct
 /// string once.
+///
+/// ```
+/// use k8s_openapi::api::core::v1::{Pod, PodStatus, PodVolumeHealth};
+/// use volume_health_validation::status::invalid_message;
+/// use volume_health_validation::{HealthResource, validate_pod};
+///
+/// let entry = |name: &str| PodVolumeHealth { name: name.into(), ..Default::default() };
+/// let pod = Pod {
+///     status: Some(PodStatus {
+///         volume_health: Some(vec![entry("logs"), entry("cache")]),
+///         ..Default::default()
+///     }),
+///     ..Default::default()
+/// };
+/// // The pod has no volumes: each entry is an error.
+/// let errors = validate_pod(&pod, None);
+/// assert_eq!(
+///     invalid_message(HealthResource::Pods, "web-0", &errors[..1]),
+///     r#"Pod "web-0" is invalid: status.volumeHealth[0].name: Not found: "logs""#
+/// );
+/// // Several are bracketed, each distinct string once.
+/// let twice = [errors[1].clone(), errors[1].clone()];
+/// assert_eq!(
+///     invalid_message(HealthResource::Pods, "web-0", &[&errors[..], &twice].concat()),
+///     r#"Pod "web-0" is invalid: [status.volumeHealth[0].name: Not found: "logs", status.volumeHealth[1].name: Not found: "cache"]"#
+/// );
+/// ```
 pub fn invalid_message(resource: HealthResource, name: &str, errors: &[FieldError]) -> String {
     invalid_message_omitting(resource, name, errors, 0)
 }
@@ -63,6 +90,28 @@ pub(crate) fn invalid_message_omitting(
 
 /// The `Status` of a 422 Unprocessable Entity for `errors` in object `name`: reason `Invalid`,
 /// one cause per error.
+///
+/// ```
+/// use k8s_openapi::api::storage::v1::{CSINode, CSINodeStatus, StorageHealth};
+/// use volume_health_validation::status::invalid_status;
+/// use volume_health_validation::{HealthResource, validate_csinode};
+///
+/// let entry = StorageHealth { name: "Not_A_Driver".into(), ..Default::default() };
+/// let node = CSINode {
+///     status: Some(CSINodeStatus { storage_health: Some(vec![entry]) }),
+///     ..Default::default()
+/// };
+/// let errors = validate_csinode(&node, None);
+/// let status = invalid_status(HealthResource::CsiNodes, "node-1", &errors);
+/// assert_eq!((status.code, status.reason.as_deref()), (Some(422), Some("Invalid")));
+/// let details = status.details.expect("details");
+/// // The kind and group name the object; each cause names its field.
+/// assert_eq!(details.kind.as_deref(), Some("CSINode"));
+/// assert_eq!(details.group.as_deref(), Some("storage.k8s.io"));
+/// let causes = details.causes.unwrap_or_default();
+/// assert_eq!(causes.len(), errors.len());
+/// assert_eq!(causes[0].field.as_deref(), Some("status.storageHealth[0].name"));
+/// ```
 pub fn invalid_status(resource: HealthResource, name: &str, errors: &[FieldError]) -> Status {
     invalid_status_omitting(resource, name, errors, 0)
 }
@@ -98,6 +147,22 @@ pub(crate) fn invalid_status_omitting(
 
 /// The `Status` of a 403 Forbidden, as `admission.NewForbidden` builds it:
 /// `<resource>[.<group>] "<name>" is forbidden: <reason>`.
+///
+/// ```
+/// use volume_health_validation::HealthResource;
+/// use volume_health_validation::restriction::Restricted;
+/// use volume_health_validation::status::forbidden_status;
+///
+/// let reason = Restricted::ClaimHealthByNode("node-1".into()).to_string();
+/// let status = forbidden_status(HealthResource::PersistentVolumeClaims, "data-0", &reason);
+/// assert_eq!(status.code, Some(403));
+/// assert_eq!(
+///     status.message.as_deref(),
+///     Some(r#"persistentvolumeclaims "data-0" is forbidden: node "node-1" is not allowed to update status.healthStatus"#)
+/// );
+/// // The details name the resource, not the kind, as upstream's do.
+/// assert_eq!(status.details.and_then(|d| d.kind).as_deref(), Some("persistentvolumeclaims"));
+/// ```
 pub fn forbidden_status(resource: HealthResource, name: &str, reason: &str) -> Status {
     failure(
         FORBIDDEN_CODE,
@@ -123,6 +188,19 @@ pub(crate) fn forbidden_message(resource: HealthResource, name: &str, reason: &s
 }
 
 /// The `Status` of a 400 Bad Request with `message`.
+///
+/// ```
+/// use volume_health_validation::AdmissionReview;
+/// use volume_health_validation::status::bad_request_status;
+///
+/// let error = AdmissionReview::parse("{}").expect_err("no apiVersion, no kind");
+/// let status = bad_request_status(error.to_string());
+/// assert_eq!((status.code, status.reason.as_deref()), (Some(400), Some("BadRequest")));
+/// assert_eq!(
+///     status.message.as_deref(),
+///     Some(r#"expected kind AdmissionReview in admission.k8s.io/v1, got "" in """#)
+/// );
+/// ```
 pub fn bad_request_status(message: String) -> Status {
     failure(400, "BadRequest", message, None)
 }

@@ -20,21 +20,104 @@ impl DropOnSave {
     }
 
     /// The resource whose field is dropped.
+    ///
+    /// ```
+    /// use volume_health_validation::HealthResource;
+    /// # use k8s_openapi::api::core::v1::{PersistentVolumeClaim, PersistentVolumeClaimStatus};
+    /// # use volume_health_validation::{AdmissionRequest, Operation};
+    /// # let old = PersistentVolumeClaim::default();
+    /// # let new = PersistentVolumeClaim {
+    /// #     status: Some(PersistentVolumeClaimStatus {
+    /// #         health_status: Some(Default::default()),
+    /// #         ..Default::default()
+    /// #     }),
+    /// #     ..Default::default()
+    /// # };
+    ///
+    /// // A claim's first `healthStatus`, written while the gate is off.
+    /// let request = AdmissionRequest::write(Operation::Update, Some(&new), Some(&old))
+    ///     .with_subresource("status");
+    /// let drop = request.gated_field_to_drop(false)?.expect("dropped on save");
+    /// assert_eq!(drop.resource(), HealthResource::PersistentVolumeClaims);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn resource(self) -> HealthResource {
         self.resource
     }
 
     /// The field as a JSON Pointer (RFC 6901): `/status/volumeHealth`, ...
+    ///
+    /// ```
+    /// # use k8s_openapi::api::core::v1::{PersistentVolumeClaim, PersistentVolumeClaimStatus};
+    /// # use volume_health_validation::{AdmissionRequest, Operation};
+    /// # let old = PersistentVolumeClaim::default();
+    /// # let new = PersistentVolumeClaim {
+    /// #     status: Some(PersistentVolumeClaimStatus {
+    /// #         health_status: Some(Default::default()),
+    /// #         ..Default::default()
+    /// #     }),
+    /// #     ..Default::default()
+    /// # };
+    /// // A claim's first `healthStatus`, written while the gate is off.
+    /// let request = AdmissionRequest::write(Operation::Update, Some(&new), Some(&old))
+    ///     .with_subresource("status");
+    /// let drop = request.gated_field_to_drop(false)?.expect("dropped on save");
+    /// assert_eq!(drop.pointer(), "/status/healthStatus");
+    /// // It points at the field in the object as JSON.
+    /// assert!(serde_json::to_value(&new)?.pointer(drop.pointer()).is_some());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn pointer(self) -> &'static str {
         self.resource.gated_pointer()
     }
 
     /// The field as a field path: `status.volumeHealth`, ...
+    ///
+    /// ```
+    /// # use k8s_openapi::api::core::v1::{PersistentVolumeClaim, PersistentVolumeClaimStatus};
+    /// # use volume_health_validation::{AdmissionRequest, Operation};
+    /// # let old = PersistentVolumeClaim::default();
+    /// # let new = PersistentVolumeClaim {
+    /// #     status: Some(PersistentVolumeClaimStatus {
+    /// #         health_status: Some(Default::default()),
+    /// #         ..Default::default()
+    /// #     }),
+    /// #     ..Default::default()
+    /// # };
+    /// // A claim's first `healthStatus`, written while the gate is off.
+    /// let request = AdmissionRequest::write(Operation::Update, Some(&new), Some(&old))
+    ///     .with_subresource("status");
+    /// let drop = request.gated_field_to_drop(false)?.expect("dropped on save");
+    /// assert_eq!(drop.field(), "status.healthStatus");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn field(self) -> &'static str {
         self.resource.gated_field()
     }
 
     /// The JSON Patch that drops the field: one `remove` at [`pointer`](Self::pointer).
+    ///
+    /// ```
+    /// # use k8s_openapi::api::core::v1::{PersistentVolumeClaim, PersistentVolumeClaimStatus};
+    /// # use volume_health_validation::{AdmissionRequest, Operation};
+    /// # let old = PersistentVolumeClaim::default();
+    /// # let new = PersistentVolumeClaim {
+    /// #     status: Some(PersistentVolumeClaimStatus {
+    /// #         health_status: Some(Default::default()),
+    /// #         ..Default::default()
+    /// #     }),
+    /// #     ..Default::default()
+    /// # };
+    /// // A claim's first `healthStatus`, written while the gate is off.
+    /// let request = AdmissionRequest::write(Operation::Update, Some(&new), Some(&old))
+    ///     .with_subresource("status");
+    /// let drop = request.gated_field_to_drop(false)?.expect("dropped on save");
+    /// assert_eq!(
+    ///     serde_json::to_string(&drop.patch())?,
+    ///     r#"[{"op":"remove","path":"/status/healthStatus"}]"#
+    /// );
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn patch(self) -> [Remove; 1] {
         [Remove {
             path: self.pointer(),
@@ -42,6 +125,32 @@ impl DropOnSave {
     }
 
     /// The warning the client is shown when the field is dropped.
+    ///
+    /// ```
+    /// # use k8s_openapi::api::core::v1::{PersistentVolumeClaim, PersistentVolumeClaimStatus};
+    /// # use volume_health_validation::{AdmissionRequest, Operation};
+    /// # let old = PersistentVolumeClaim::default();
+    /// # let new = PersistentVolumeClaim {
+    /// #     status: Some(PersistentVolumeClaimStatus {
+    /// #         health_status: Some(Default::default()),
+    /// #         ..Default::default()
+    /// #     }),
+    /// #     ..Default::default()
+    /// # };
+    /// // A claim's first `healthStatus`, written while the gate is off.
+    /// let request = AdmissionRequest::write(Operation::Update, Some(&new), Some(&old))
+    ///     .with_subresource("status");
+    /// let drop = request.gated_field_to_drop(false)?.expect("dropped on save");
+    /// assert_eq!(
+    ///     drop.warning(),
+    ///     "status.healthStatus was dropped: feature gate CSIVolumeHealth is disabled"
+    /// );
+    /// // The answer carries it as a `Warning` header beside the patch.
+    /// let mut response = request.allow_patching(&drop.patch());
+    /// response.warnings.push(drop.warning());
+    /// assert_eq!(response.warnings.len(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn warning(self) -> String {
         format!(
             "{} was dropped: feature gate CSIVolumeHealth is disabled",

@@ -199,6 +199,21 @@ impl fmt::Debug for AdmissionRequest<'_> {
 impl<'a> AdmissionRequest<'a> {
     /// A request for a write of `resource` made in-process, its objects set with
     /// [`with_objects`](Self::with_objects).
+    ///
+    /// ```
+    /// use volume_health_validation::{
+    ///     AdmissionRequest, HealthResource, Operation, Settings, UserInfo,
+    /// };
+    ///
+    /// // A kubelet deleting another node's CSINode: the rule reads the request alone.
+    /// let request = AdmissionRequest::new(HealthResource::CsiNodes, Operation::Delete)
+    ///     .with_name("node-2")
+    ///     .with_user(UserInfo::node("node-1"));
+    /// assert_eq!(request.resource.group, "storage.k8s.io");
+    /// assert!(!request.has_object());
+    /// assert_eq!(request.validate(&Settings::with_gate(true))?.code(), Some(403));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn new(resource: HealthResource, operation: Operation) -> Self {
         AdmissionRequest {
             uid: Cow::Borrowed(""),
@@ -274,18 +289,94 @@ impl<'a> AdmissionRequest<'a> {
     }
 
     /// With `subResource` (`status` for a status write).
+    ///
+    /// ```
+    /// use k8s_openapi::api::core::v1::{Pod, PodStatus, PodVolumeHealth};
+    /// use volume_health_validation::{AdmissionRequest, Operation, Settings, Verdict};
+    ///
+    /// let old = Pod::default();
+    /// let mut new = old.clone();
+    /// new.status = Some(PodStatus {
+    ///     volume_health: Some(vec![PodVolumeHealth { name: "logs".into(), ..Default::default() }]),
+    ///     ..Default::default()
+    /// });
+    /// let settings = Settings::with_gate(true);
+    /// // A write of the pod itself keeps the stored status, so its fields are not checked.
+    /// let spec = AdmissionRequest::write(Operation::Update, Some(&new), Some(&old));
+    /// assert_eq!(spec.validate(&settings)?, Verdict::Allowed);
+    /// // Written to `pods/status`, the same entry is refused: `logs` is no volume of the pod.
+    /// let status = AdmissionRequest::write(Operation::Update, Some(&new), Some(&old))
+    ///     .with_subresource("status");
+    /// assert_eq!(status.validate(&settings)?.code(), Some(422));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn with_subresource(mut self, subresource: impl Into<Cow<'a, str>>) -> Self {
         self.sub_resource = Some(subresource.into());
         self
     }
 
     /// With `name`.
+    ///
+    /// ```
+    /// use volume_health_validation::{
+    ///     AdmissionRequest, HealthResource, Operation, Settings, UserInfo,
+    /// };
+    ///
+    /// let settings = Settings::with_gate(true);
+    /// let request = AdmissionRequest::new(HealthResource::CsiNodes, Operation::Update)
+    ///     .with_subresource("status")
+    ///     .with_user(UserInfo::node("node-1"))
+    ///     .with_name("node-1");
+    /// assert_eq!(request.name(), "node-1");
+    /// // A node writes its own CSINode, and no other.
+    /// assert_eq!(request.validate(&settings)?.code(), None);
+    /// let other = request.with_name("node-2");
+    /// assert_eq!(other.validate(&settings)?.code(), Some(403));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn with_name(mut self, name: impl Into<Cow<'a, str>>) -> Self {
         self.name = Some(name.into());
         self
     }
 
     /// With `userInfo`: who writes.
+    ///
+    /// ```
+    /// use k8s_openapi::api::core::v1::{
+    ///     PersistentVolumeClaim, PersistentVolumeClaimStatus, VolumeHealthCondition,
+    ///     VolumeHealthStatus,
+    /// };
+    /// use volume_health_validation::{AdmissionRequest, Operation, Settings, UserInfo, Verdict};
+    ///
+    /// let old = PersistentVolumeClaim::default();
+    /// let mut new = old.clone();
+    /// let degraded = VolumeHealthCondition {
+    ///     status: "Degraded".into(),
+    ///     reason: "ReplicaOutOfSync".into(),
+    ///     message: None,
+    /// };
+    /// new.status = Some(PersistentVolumeClaimStatus {
+    ///     health_status: Some(VolumeHealthStatus {
+    ///         health_conditions: Some(vec![degraded]),
+    ///         ..Default::default()
+    ///     }),
+    ///     ..Default::default()
+    /// });
+    /// let write = |user: UserInfo<'static>| {
+    ///     AdmissionRequest::write(Operation::Update, Some(&new), Some(&old))
+    ///         .with_subresource("status")
+    ///         .with_user(user)
+    /// };
+    /// let settings = Settings::with_gate(true);
+    /// // A health monitor may change a claim's health; a node never may.
+    /// let monitor = UserInfo::new(
+    ///     "system:serviceaccount:kube-system:csi-health-monitor",
+    ///     &["system:serviceaccounts"],
+    /// );
+    /// assert_eq!(write(monitor).validate(&settings)?, Verdict::Allowed);
+    /// assert_eq!(write(UserInfo::node("node-1")).validate(&settings)?.label(), "forbidden");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn with_user(mut self, user: UserInfo<'a>) -> Self {
         self.user_info = user;
         self
@@ -293,6 +384,29 @@ impl<'a> AdmissionRequest<'a> {
 
     /// With `object` and `oldObject` as JSON text (`None` or `null`: absent), decoded as the
     /// request's resource; one that is not its kind is reported when a decision reads it.
+    ///
+    /// ```
+    /// use serde_json::value::RawValue;
+    /// use volume_health_validation::{AdmissionRequest, HealthResource, Operation, Settings};
+    ///
+    /// let claims = || {
+    ///     AdmissionRequest::new(HealthResource::PersistentVolumeClaims, Operation::Update)
+    /// };
+    /// let settings = Settings::with_gate(true);
+    /// let old: &RawValue = serde_json::from_str(r#"{"metadata": {"name": "data-0"}}"#)?;
+    /// let new: &RawValue = serde_json::from_str(
+    ///     r#"{"metadata": {"name": "data-0"}, "status": {"healthStatus": {"healthConditions": [
+    ///         {"status": "Healthy", "reason": "Probed"}]}}}"#,
+    /// )?;
+    /// let request = claims().with_subresource("status").with_objects(Some(new), Some(old));
+    /// assert_eq!(request.validate(&settings)?.code(), Some(422));
+    /// // Text that is not a claim is no error yet: validation reports it when it reads it.
+    /// let list: &RawValue = serde_json::from_str("[]")?;
+    /// let request = claims().with_objects(Some(list), Some(old));
+    /// let error = request.validate(&settings).expect_err("a list is not a claim");
+    /// assert_eq!(error.to_string(), "failed to decode object as PersistentVolumeClaim");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn with_objects(
         mut self,
         object: Option<&'a RawValue>,
@@ -308,37 +422,141 @@ impl<'a> AdmissionRequest<'a> {
     }
 
     /// `subResource`, `""` when absent.
+    ///
+    /// ```
+    /// use volume_health_validation::{AdmissionRequest, HealthResource, Operation};
+    ///
+    /// let request = AdmissionRequest::new(HealthResource::Pods, Operation::Update);
+    /// assert_eq!(request.subresource(), "");
+    /// assert_eq!(request.with_subresource("status").subresource(), "status");
+    /// ```
     pub fn subresource(&self) -> &str {
         self.sub_resource.as_deref().unwrap_or_default()
     }
 
     /// `name`, `""` when absent.
+    ///
+    /// ```
+    /// use k8s_openapi::api::core::v1::Pod;
+    /// use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    /// use volume_health_validation::{AdmissionRequest, HealthResource, Operation};
+    ///
+    /// let pod = Pod {
+    ///     metadata: ObjectMeta { name: Some("web-0".into()), ..Default::default() },
+    ///     ..Default::default()
+    /// };
+    /// // A typed write is named by its object.
+    /// assert_eq!(AdmissionRequest::write(Operation::Create, Some(&pod), None).name(), "web-0");
+    /// assert_eq!(AdmissionRequest::new(HealthResource::Pods, Operation::Create).name(), "");
+    /// ```
     pub fn name(&self) -> &str {
         self.name.as_deref().unwrap_or_default()
     }
 
     /// The resource written, when it is one with a volume health field.
+    ///
+    /// ```
+    /// use volume_health_validation::{AdmissionReview, HealthResource, Settings, Verdict};
+    ///
+    /// let body = r#"{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+    ///     "uid": "705ab4f5", "operation": "UPDATE", "name": "settings", "namespace": "default",
+    ///     "resource": {"group": "", "version": "v1", "resource": "configmaps"}}}"#;
+    /// let request = AdmissionReview::parse(body)?.request;
+    /// // A ConfigMap has no volume health: it is allowed unchanged.
+    /// assert_eq!(request.health_resource(), None);
+    /// assert_eq!(request.validate(&Settings::with_gate(true))?, Verdict::Allowed);
+    ///
+    /// let body = body.replace("configmaps", "persistentvolumeclaims");
+    /// let request = AdmissionReview::parse(&body)?.request;
+    /// assert_eq!(request.health_resource(), Some(HealthResource::PersistentVolumeClaims));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn health_resource(&self) -> Option<HealthResource> {
         self.resource.health_resource()
     }
 
     /// Whether `object` is present and not `null`.
+    ///
+    /// ```
+    /// use k8s_openapi::api::core::v1::Pod;
+    /// use volume_health_validation::{AdmissionRequest, Operation};
+    ///
+    /// let pod = Pod::default();
+    /// assert!(AdmissionRequest::write(Operation::Create, Some(&pod), None).has_object());
+    /// // A DELETE carries the old object alone.
+    /// assert!(!AdmissionRequest::write(Operation::Delete, None, Some(&pod)).has_object());
+    /// ```
     pub fn has_object(&self) -> bool {
         !matches!(self.object, Slot::Absent)
     }
 
     /// The answer that allows this request unchanged.
+    ///
+    /// ```
+    /// use volume_health_validation::{AdmissionReview, Settings, Verdict};
+    ///
+    /// let body = r#"{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+    ///     "uid": "705ab4f5", "operation": "UPDATE", "name": "web-0", "namespace": "default",
+    ///     "resource": {"group": "", "version": "v1", "resource": "pods"}}}"#;
+    /// let request = AdmissionReview::parse(body)?.request;
+    /// assert_eq!(request.validate(&Settings::with_gate(true))?, Verdict::Allowed);
+    /// let response = request.allow();
+    /// // The answer carries the request's uid: the apiserver matches the two by it.
+    /// assert_eq!((response.uid, response.allowed), ("705ab4f5", true));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn allow(&self) -> Response<'_> {
         Response::allow(&self.uid)
     }
 
     /// The answer that allows this request with `patch` applied (a JSON Patch:
     /// [`DropOnSave::patch`], [`Repaired::patch`]).
+    ///
+    /// ```
+    /// use base64::Engine as _;
+    /// use base64::engine::general_purpose::STANDARD;
+    /// use k8s_openapi::api::core::v1::{Pod, PodStatus, PodVolumeHealth};
+    /// use volume_health_validation::{AdmissionRequest, Operation};
+    ///
+    /// let old = Pod::default();
+    /// let mut new = old.clone();
+    /// new.status = Some(PodStatus {
+    ///     volume_health: Some(vec![PodVolumeHealth { name: "data".into(), ..Default::default() }]),
+    ///     ..Default::default()
+    /// });
+    /// let request = AdmissionRequest::write(Operation::Update, Some(&new), Some(&old))
+    ///     .with_subresource("status");
+    /// // With the gate off, the new field is dropped on save.
+    /// let drop = request.gated_field_to_drop(false)?.expect("a new field to drop");
+    /// let response = request.allow_patching(&drop.patch());
+    /// assert!(response.allowed);
+    /// assert_eq!(response.patch_type, Some("JSONPatch"));
+    /// // The patch travels as base64 of its JSON.
+    /// let patch = STANDARD.decode(response.patch.unwrap_or_default())?;
+    /// assert_eq!(patch, br#"[{"op":"remove","path":"/status/volumeHealth"}]"#);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn allow_patching<P: serde::Serialize + ?Sized>(&self, patch: &P) -> Response<'_> {
         Response::allow_patching(&self.uid, patch)
     }
 
     /// The answer that denies this request with `status`.
+    ///
+    /// ```
+    /// use volume_health_validation::{
+    ///     AdmissionRequest, HealthResource, Operation, Settings, UserInfo,
+    /// };
+    ///
+    /// let request = AdmissionRequest::new(HealthResource::CsiNodes, Operation::Update)
+    ///     .with_name("node-2")
+    ///     .with_user(UserInfo::node("node-1"));
+    /// let verdict = request.validate(&Settings::with_gate(true))?;
+    /// let status = verdict.status().expect("a node writes its own CSINode only");
+    /// let response = request.deny(status);
+    /// assert!(!response.allowed);
+    /// assert_eq!(response.status.and_then(|s| s.code), Some(403));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn deny(
         &self,
         status: k8s_openapi::apimachinery::pkg::apis::meta::v1::Status,
@@ -348,6 +566,48 @@ impl<'a> AdmissionRequest<'a> {
 
     /// The validating webhook's decision: node restriction first, then field validation of the
     /// new object against the old one. Requests for other resources are allowed.
+    ///
+    /// ```
+    /// use k8s_openapi::api::core::v1::{
+    ///     PersistentVolumeClaim, PersistentVolumeClaimStatus, VolumeHealthCondition,
+    ///     VolumeHealthStatus,
+    /// };
+    /// use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    /// use volume_health_validation::{AdmissionRequest, Operation, Settings, UserInfo, Verdict};
+    ///
+    /// let old = PersistentVolumeClaim {
+    ///     metadata: ObjectMeta { name: Some("data-0".into()), ..Default::default() },
+    ///     ..Default::default()
+    /// };
+    /// let mut new = old.clone();
+    /// // A hyphen is outside the reason format (letters, digits, `_`, `,` and `:`).
+    /// let condition = VolumeHealthCondition {
+    ///     status: "Degraded".into(),
+    ///     reason: "controller-missing".into(),
+    ///     message: None,
+    /// };
+    /// new.status = Some(PersistentVolumeClaimStatus {
+    ///     health_status: Some(VolumeHealthStatus {
+    ///         health_conditions: Some(vec![condition]),
+    ///         ..Default::default()
+    ///     }),
+    ///     ..Default::default()
+    /// });
+    /// let monitor = UserInfo::new(
+    ///     "system:serviceaccount:kube-system:csi-health-monitor",
+    ///     &["system:serviceaccounts"],
+    /// );
+    /// let verdict = AdmissionRequest::write(Operation::Update, Some(&new), Some(&old))
+    ///     .with_subresource("status")
+    ///     .with_user(monitor)
+    ///     .validate(&Settings::with_gate(true))?;
+    /// let Verdict::Invalid(invalid) = verdict else { panic!("a reason out of format") };
+    /// assert_eq!(invalid.name, "data-0");
+    /// assert!(invalid.errors[0].to_string().starts_with(
+    ///     r#"status.healthStatus.healthConditions[0].reason: Invalid value: "controller-missing""#
+    /// ));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn validate(&self, settings: &Settings) -> Result<Verdict, DecodeError> {
         match self.health_resource() {
             Some(resource) => {
@@ -363,6 +623,29 @@ impl<'a> AdmissionRequest<'a> {
     /// list otherwise). Nothing is dropped from other resources. With the gate on nothing is
     /// dropped, and an object that is not its kind is reported as [`validate`](Self::validate)
     /// reports it.
+    ///
+    /// ```
+    /// use k8s_openapi::api::storage::v1::{CSINode, CSINodeStatus, StorageHealth};
+    /// use volume_health_validation::{AdmissionRequest, Operation};
+    ///
+    /// fn csinode(entries: usize) -> CSINode {
+    ///     let entry = StorageHealth { name: "csi.example.com".into(), ..Default::default() };
+    ///     let status = CSINodeStatus { storage_health: Some(vec![entry; entries]) };
+    ///     CSINode { status: Some(status), ..Default::default() }
+    /// }
+    /// fn status_write<'a>(new: &'a CSINode, old: &'a CSINode) -> AdmissionRequest<'a> {
+    ///     AdmissionRequest::write(Operation::Update, Some(new), Some(old)).with_subresource("status")
+    /// }
+    /// let (bare, reporting) = (csinode(0), csinode(1));
+    /// // The gate is off and nothing is stored: the new report is dropped.
+    /// let drop = status_write(&reporting, &bare).gated_field_to_drop(false)?;
+    /// assert_eq!(drop.map(|d| d.field()), Some("status.storageHealth"));
+    /// // A field the stored object already uses stays writable.
+    /// assert_eq!(status_write(&reporting, &reporting).gated_field_to_drop(false)?, None);
+    /// // With the gate on, nothing is dropped.
+    /// assert_eq!(status_write(&reporting, &bare).gated_field_to_drop(true)?, None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn gated_field_to_drop(
         &self,
         gate_enabled: bool,

@@ -76,12 +76,84 @@ pub struct Replace<'a> {
 
 impl Repaired {
     /// The resource repaired.
+    ///
+    /// ```
+    /// # use k8s_openapi::api::storage::v1::{CSINode, CSINodeStatus, StorageHealth, StorageHealthCondition};
+    /// # use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    /// # use volume_health_validation::{AdmissionRequest, Operation, Settings, UserInfo};
+    /// #
+    /// # let degraded = StorageHealthCondition {
+    /// #     status: "StorageDegraded".into(),
+    /// #     reason: "PoolFull".into(),
+    /// #     ..Default::default()
+    /// # };
+    /// # let entry = |name: &str| StorageHealth {
+    /// #     name: name.into(),
+    /// #     health_conditions: Some(vec![degraded.clone(), degraded.clone()]),
+    /// # };
+    /// # let old = CSINode {
+    /// #     metadata: ObjectMeta { name: Some("node-1".into()), ..Default::default() },
+    /// #     ..Default::default()
+    /// # };
+    /// # let mut new = old.clone();
+    /// # new.status = Some(CSINodeStatus {
+    /// #     storage_health: Some(vec![entry("Not_A_Driver"), entry("csi.example.com")]),
+    /// # });
+    /// // node-1's kubelet reports a name that is no driver's, and one condition twice.
+    /// let request = AdmissionRequest::write(Operation::Update, Some(&new), Some(&old))
+    ///     .with_subresource("status")
+    ///     .with_user(UserInfo::node("node-1"));
+    /// let settings = Settings::with_gate(true);
+    /// let repaired = request.repair(&settings)?.expect("a repair");
+    /// assert_eq!(repaired.resource(), volume_health_validation::HealthResource::CsiNodes);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn resource(&self) -> HealthResource {
         self.resource
     }
 
     /// The JSON Patch: one `replace` of the repaired list. The apiserver applies it in time
     /// linear in the object, where one `remove` per item dropped costs a copy of the list each.
+    ///
+    /// ```
+    /// # use k8s_openapi::api::storage::v1::{CSINode, CSINodeStatus, StorageHealth, StorageHealthCondition};
+    /// # use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    /// # use volume_health_validation::{AdmissionRequest, Operation, Settings, UserInfo};
+    /// #
+    /// # let degraded = StorageHealthCondition {
+    /// #     status: "StorageDegraded".into(),
+    /// #     reason: "PoolFull".into(),
+    /// #     ..Default::default()
+    /// # };
+    /// # let entry = |name: &str| StorageHealth {
+    /// #     name: name.into(),
+    /// #     health_conditions: Some(vec![degraded.clone(), degraded.clone()]),
+    /// # };
+    /// # let old = CSINode {
+    /// #     metadata: ObjectMeta { name: Some("node-1".into()), ..Default::default() },
+    /// #     ..Default::default()
+    /// # };
+    /// # let mut new = old.clone();
+    /// # new.status = Some(CSINodeStatus {
+    /// #     storage_health: Some(vec![entry("Not_A_Driver"), entry("csi.example.com")]),
+    /// # });
+    /// // node-1's kubelet reports a name that is no driver's, and one condition twice.
+    /// let request = AdmissionRequest::write(Operation::Update, Some(&new), Some(&old))
+    ///     .with_subresource("status")
+    ///     .with_user(UserInfo::node("node-1"));
+    /// let settings = Settings::with_gate(true);
+    /// let repaired = request.repair(&settings)?.expect("a repair");
+    /// let patch = serde_json::to_value(repaired.patch())?;
+    /// assert_eq!(patch[0]["op"], "replace");
+    /// assert_eq!(patch[0]["path"], "/status/storageHealth");
+    /// // The driver's entry, with one condition left.
+    /// let value = &patch[0]["value"];
+    /// assert_eq!(value[0]["name"], "csi.example.com");
+    /// assert_eq!(value[0]["healthConditions"].as_array().map(Vec::len), Some(1));
+    /// // The webhook sends it as the answer's patch.
+    /// assert_eq!(request.allow_patching(&repaired.patch()).patch_type, Some("JSONPatch"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn patch(&self) -> [Replace<'_>; 1] {
         [Replace {
             path: self.pointer,
@@ -90,6 +162,41 @@ impl Repaired {
     }
 
     /// Each kind of repair made, in the order first made.
+    ///
+    /// ```
+    /// # use k8s_openapi::api::storage::v1::{CSINode, CSINodeStatus, StorageHealth, StorageHealthCondition};
+    /// # use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    /// # use volume_health_validation::{AdmissionRequest, Operation, Settings, UserInfo};
+    /// #
+    /// # let degraded = StorageHealthCondition {
+    /// #     status: "StorageDegraded".into(),
+    /// #     reason: "PoolFull".into(),
+    /// #     ..Default::default()
+    /// # };
+    /// # let entry = |name: &str| StorageHealth {
+    /// #     name: name.into(),
+    /// #     health_conditions: Some(vec![degraded.clone(), degraded.clone()]),
+    /// # };
+    /// # let old = CSINode {
+    /// #     metadata: ObjectMeta { name: Some("node-1".into()), ..Default::default() },
+    /// #     ..Default::default()
+    /// # };
+    /// # let mut new = old.clone();
+    /// # new.status = Some(CSINodeStatus {
+    /// #     storage_health: Some(vec![entry("Not_A_Driver"), entry("csi.example.com")]),
+    /// # });
+    /// // node-1's kubelet reports a name that is no driver's, and one condition twice.
+    /// let request = AdmissionRequest::write(Operation::Update, Some(&new), Some(&old))
+    ///     .with_subresource("status")
+    ///     .with_user(UserInfo::node("node-1"));
+    /// let settings = Settings::with_gate(true);
+    /// let repaired = request.repair(&settings)?.expect("a repair");
+    /// let counts: Vec<(&str, usize)> =
+    ///     repaired.counts().iter().map(|c| (c.label, c.count)).collect();
+    /// assert_eq!(counts, [("invalid_driver_name", 1), ("indistinct_condition", 1)]);
+    /// assert_eq!(repaired.counts()[0].paths, ["status.storageHealth[0]"]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn counts(&self) -> &[RepairCount] {
         &self.counts
     }
@@ -97,6 +204,38 @@ impl Repaired {
     /// The names of the first entries repaired (at most [`NAMED_ENTRIES`], in the order of
     /// their first repair): a CSINode's drivers, a pod's volumes; none for a claim. A repaired
     /// report is a driver to fix, and these name it.
+    ///
+    /// ```
+    /// # use k8s_openapi::api::storage::v1::{CSINode, CSINodeStatus, StorageHealth, StorageHealthCondition};
+    /// # use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    /// # use volume_health_validation::{AdmissionRequest, Operation, Settings, UserInfo};
+    /// #
+    /// # let degraded = StorageHealthCondition {
+    /// #     status: "StorageDegraded".into(),
+    /// #     reason: "PoolFull".into(),
+    /// #     ..Default::default()
+    /// # };
+    /// # let entry = |name: &str| StorageHealth {
+    /// #     name: name.into(),
+    /// #     health_conditions: Some(vec![degraded.clone(), degraded.clone()]),
+    /// # };
+    /// # let old = CSINode {
+    /// #     metadata: ObjectMeta { name: Some("node-1".into()), ..Default::default() },
+    /// #     ..Default::default()
+    /// # };
+    /// # let mut new = old.clone();
+    /// # new.status = Some(CSINodeStatus {
+    /// #     storage_health: Some(vec![entry("Not_A_Driver"), entry("csi.example.com")]),
+    /// # });
+    /// // node-1's kubelet reports a name that is no driver's, and one condition twice.
+    /// let request = AdmissionRequest::write(Operation::Update, Some(&new), Some(&old))
+    ///     .with_subresource("status")
+    ///     .with_user(UserInfo::node("node-1"));
+    /// let settings = Settings::with_gate(true);
+    /// let repaired = request.repair(&settings)?.expect("a repair");
+    /// assert_eq!(repaired.entries(), ["Not_A_Driver", "csi.example.com"]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn entries(&self) -> &[String] {
         &self.entries
     }
@@ -105,6 +244,39 @@ impl Repaired {
     /// CSINode's entries are its drivers (an entry whose name is not a driver name is left out,
     /// so each is safe to use as a metric label). A pod's entry is a volume and a claim has no
     /// entries; their driver is the PersistentVolume's, which only the API knows.
+    ///
+    /// ```
+    /// # use k8s_openapi::api::storage::v1::{CSINode, CSINodeStatus, StorageHealth, StorageHealthCondition};
+    /// # use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    /// # use volume_health_validation::{AdmissionRequest, Operation, Settings, UserInfo};
+    /// #
+    /// # let degraded = StorageHealthCondition {
+    /// #     status: "StorageDegraded".into(),
+    /// #     reason: "PoolFull".into(),
+    /// #     ..Default::default()
+    /// # };
+    /// # let entry = |name: &str| StorageHealth {
+    /// #     name: name.into(),
+    /// #     health_conditions: Some(vec![degraded.clone(), degraded.clone()]),
+    /// # };
+    /// # let old = CSINode {
+    /// #     metadata: ObjectMeta { name: Some("node-1".into()), ..Default::default() },
+    /// #     ..Default::default()
+    /// # };
+    /// # let mut new = old.clone();
+    /// # new.status = Some(CSINodeStatus {
+    /// #     storage_health: Some(vec![entry("Not_A_Driver"), entry("csi.example.com")]),
+    /// # });
+    /// // node-1's kubelet reports a name that is no driver's, and one condition twice.
+    /// let request = AdmissionRequest::write(Operation::Update, Some(&new), Some(&old))
+    ///     .with_subresource("status")
+    ///     .with_user(UserInfo::node("node-1"));
+    /// let settings = Settings::with_gate(true);
+    /// let repaired = request.repair(&settings)?.expect("a repair");
+    /// // `Not_A_Driver` is no driver's name: it is no metric label either.
+    /// assert_eq!(repaired.drivers().collect::<Vec<_>>(), ["csi.example.com"]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn drivers(&self) -> impl Iterator<Item = &str> {
         let named = matches!(self.resource, HealthResource::CsiNodes);
         self.entries
@@ -114,11 +286,81 @@ impl Repaired {
     }
 
     /// How many repairs in all.
+    ///
+    /// ```
+    /// # use k8s_openapi::api::storage::v1::{CSINode, CSINodeStatus, StorageHealth, StorageHealthCondition};
+    /// # use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    /// # use volume_health_validation::{AdmissionRequest, Operation, Settings, UserInfo};
+    /// #
+    /// # let degraded = StorageHealthCondition {
+    /// #     status: "StorageDegraded".into(),
+    /// #     reason: "PoolFull".into(),
+    /// #     ..Default::default()
+    /// # };
+    /// # let entry = |name: &str| StorageHealth {
+    /// #     name: name.into(),
+    /// #     health_conditions: Some(vec![degraded.clone(), degraded.clone()]),
+    /// # };
+    /// # let old = CSINode {
+    /// #     metadata: ObjectMeta { name: Some("node-1".into()), ..Default::default() },
+    /// #     ..Default::default()
+    /// # };
+    /// # let mut new = old.clone();
+    /// # new.status = Some(CSINodeStatus {
+    /// #     storage_health: Some(vec![entry("Not_A_Driver"), entry("csi.example.com")]),
+    /// # });
+    /// // node-1's kubelet reports a name that is no driver's, and one condition twice.
+    /// let request = AdmissionRequest::write(Operation::Update, Some(&new), Some(&old))
+    ///     .with_subresource("status")
+    ///     .with_user(UserInfo::node("node-1"));
+    /// let settings = Settings::with_gate(true);
+    /// let repaired = request.repair(&settings)?.expect("a repair");
+    /// assert_eq!(repaired.total(), 2);
+    /// assert_eq!(repaired.total(), repaired.counts().iter().map(|c| c.count).sum::<usize>());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn total(&self) -> usize {
         self.counts.iter().map(|c| c.count).sum()
     }
 
     /// One `Warning` per kind: what was repaired, how often, and the first paths.
+    ///
+    /// ```
+    /// # use k8s_openapi::api::storage::v1::{CSINode, CSINodeStatus, StorageHealth, StorageHealthCondition};
+    /// # use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    /// # use volume_health_validation::{AdmissionRequest, Operation, Settings, UserInfo};
+    /// #
+    /// # let degraded = StorageHealthCondition {
+    /// #     status: "StorageDegraded".into(),
+    /// #     reason: "PoolFull".into(),
+    /// #     ..Default::default()
+    /// # };
+    /// # let entry = |name: &str| StorageHealth {
+    /// #     name: name.into(),
+    /// #     health_conditions: Some(vec![degraded.clone(), degraded.clone()]),
+    /// # };
+    /// # let old = CSINode {
+    /// #     metadata: ObjectMeta { name: Some("node-1".into()), ..Default::default() },
+    /// #     ..Default::default()
+    /// # };
+    /// # let mut new = old.clone();
+    /// # new.status = Some(CSINodeStatus {
+    /// #     storage_health: Some(vec![entry("Not_A_Driver"), entry("csi.example.com")]),
+    /// # });
+    /// // node-1's kubelet reports a name that is no driver's, and one condition twice.
+    /// let request = AdmissionRequest::write(Operation::Update, Some(&new), Some(&old))
+    ///     .with_subresource("status")
+    ///     .with_user(UserInfo::node("node-1"));
+    /// let settings = Settings::with_gate(true);
+    /// let repaired = request.repair(&settings)?.expect("a repair");
+    /// let warnings = repaired.warnings();
+    /// assert_eq!(warnings.len(), repaired.counts().len());
+    /// assert_eq!(
+    ///     warnings[0],
+    ///     "status.storageHealth repaired (1): entry dropped: its name is not a CSI driver name: status.storageHealth[0]"
+    /// );
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn warnings(&self) -> Vec<String> {
         let field = self.resource.gated_field();
         self.counts
@@ -141,6 +383,40 @@ impl Repaired {
     }
 
     /// The audit annotation: `repairs`, with `label=count` of each kind.
+    ///
+    /// ```
+    /// # use k8s_openapi::api::storage::v1::{CSINode, CSINodeStatus, StorageHealth, StorageHealthCondition};
+    /// # use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    /// # use volume_health_validation::{AdmissionRequest, Operation, Settings, UserInfo};
+    /// #
+    /// # let degraded = StorageHealthCondition {
+    /// #     status: "StorageDegraded".into(),
+    /// #     reason: "PoolFull".into(),
+    /// #     ..Default::default()
+    /// # };
+    /// # let entry = |name: &str| StorageHealth {
+    /// #     name: name.into(),
+    /// #     health_conditions: Some(vec![degraded.clone(), degraded.clone()]),
+    /// # };
+    /// # let old = CSINode {
+    /// #     metadata: ObjectMeta { name: Some("node-1".into()), ..Default::default() },
+    /// #     ..Default::default()
+    /// # };
+    /// # let mut new = old.clone();
+    /// # new.status = Some(CSINodeStatus {
+    /// #     storage_health: Some(vec![entry("Not_A_Driver"), entry("csi.example.com")]),
+    /// # });
+    /// // node-1's kubelet reports a name that is no driver's, and one condition twice.
+    /// let request = AdmissionRequest::write(Operation::Update, Some(&new), Some(&old))
+    ///     .with_subresource("status")
+    ///     .with_user(UserInfo::node("node-1"));
+    /// let settings = Settings::with_gate(true);
+    /// let repaired = request.repair(&settings)?.expect("a repair");
+    /// let (key, value) = repaired.audit_annotation();
+    /// assert_eq!(key, "repairs");
+    /// assert_eq!(value, "invalid_driver_name=1,indistinct_condition=1");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn audit_annotation(&self) -> (&'static str, String) {
         let value: Vec<String> = self
             .counts
@@ -177,12 +453,98 @@ impl<'a> AdmissionRequest<'a> {
     /// field errors, the patch that makes it one the rules accept, or `None` when the write is
     /// valid, refused by the node rules, of the main resource, or nothing can be repaired. It
     /// reads the objects the request holds: no second parse.
+    ///
+    /// The repairs are those of [`repair_pvc`](crate::repair::repair_pvc),
+    /// [`repair_pod`](crate::repair::repair_pod) and
+    /// [`repair_csinode`](crate::repair::repair_csinode), with the settings' condition identity.
+    /// A node's CSINode write is repaired to this project's condition rule, which validation
+    /// does not enforce on it.
+    ///
+    /// ```
+    /// use k8s_openapi::api::storage::v1::{
+    ///     CSINode, CSINodeStatus, StorageHealth, StorageHealthCondition,
+    /// };
+    /// use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    /// use volume_health_validation::{AdmissionRequest, Operation, Settings, UserInfo};
+    ///
+    /// let degraded = StorageHealthCondition {
+    ///     status: "StorageDegraded".into(),
+    ///     reason: "PoolFull".into(),
+    ///     ..Default::default()
+    /// };
+    /// let entry = |name: &str| StorageHealth {
+    ///     name: name.into(),
+    ///     health_conditions: Some(vec![degraded.clone(), degraded.clone()]),
+    /// };
+    /// let old = CSINode {
+    ///     metadata: ObjectMeta { name: Some("node-1".into()), ..Default::default() },
+    ///     ..Default::default()
+    /// };
+    /// let mut new = old.clone();
+    /// // node-1's kubelet reports a name that is no driver's, and one condition twice.
+    /// new.status = Some(CSINodeStatus {
+    ///     storage_health: Some(vec![entry("Not_A_Driver"), entry("csi.example.com")]),
+    /// });
+    /// let request = AdmissionRequest::write(Operation::Update, Some(&new), Some(&old))
+    ///     .with_subresource("status")
+    ///     .with_user(UserInfo::node("node-1"));
+    /// let settings = Settings::with_gate(true);
+    /// // Validation refuses the name.
+    /// assert_eq!(request.validate(&settings)?.code(), Some(422));
+    /// let repaired = request.repair(&settings)?.expect("a repair");
+    /// assert_eq!(repaired.total(), 2);
+    /// // A valid write is left as it is.
+    /// let valid = AdmissionRequest::write(Operation::Update, Some(&old), Some(&old))
+    ///     .with_subresource("status")
+    ///     .with_user(UserInfo::node("node-1"));
+    /// assert!(valid.repair(&settings)?.is_none());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn repair(&self, settings: &Settings) -> Result<Option<Repaired>, RepairError> {
         self.repair_reporting(settings, &mut |_| {})
     }
 
     /// [`repair`](Self::repair), with every repair also given to `each` as it is made (a
     /// [`Repaired`] keeps counts and the first paths).
+    ///
+    /// ```
+    /// # use k8s_openapi::api::storage::v1::{CSINode, CSINodeStatus, StorageHealth, StorageHealthCondition};
+    /// # use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    /// # use volume_health_validation::{AdmissionRequest, Operation, Settings, UserInfo};
+    /// #
+    /// # let degraded = StorageHealthCondition {
+    /// #     status: "StorageDegraded".into(),
+    /// #     reason: "PoolFull".into(),
+    /// #     ..Default::default()
+    /// # };
+    /// # let entry = |name: &str| StorageHealth {
+    /// #     name: name.into(),
+    /// #     health_conditions: Some(vec![degraded.clone(), degraded.clone()]),
+    /// # };
+    /// # let old = CSINode {
+    /// #     metadata: ObjectMeta { name: Some("node-1".into()), ..Default::default() },
+    /// #     ..Default::default()
+    /// # };
+    /// # let mut new = old.clone();
+    /// # new.status = Some(CSINodeStatus {
+    /// #     storage_health: Some(vec![entry("Not_A_Driver"), entry("csi.example.com")]),
+    /// # });
+    /// // node-1's kubelet reports a name that is no driver's, and one condition twice.
+    /// let request = AdmissionRequest::write(Operation::Update, Some(&new), Some(&old))
+    ///     .with_subresource("status")
+    ///     .with_user(UserInfo::node("node-1"));
+    /// let settings = Settings::with_gate(true);
+    /// let mut lines = Vec::new();
+    /// let repaired = request.repair_reporting(&settings, &mut |repair| {
+    ///     lines.push(repair.to_string());
+    /// })?;
+    /// assert_eq!(repaired.map(|r| r.total()), Some(2));
+    /// assert_eq!(lines, [
+    ///     "status.storageHealth[0]: entry dropped: its name is not a CSI driver name",
+    ///     "status.storageHealth[1].healthConditions[1]: condition dropped: an earlier condition has its status, reason, accessMode and volumeMode",
+    /// ]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn repair_reporting(
         &self,
         settings: &Settings,

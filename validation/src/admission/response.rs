@@ -46,6 +46,16 @@ pub struct Response<'a> {
 
 impl<'a> Response<'a> {
     /// Allowed, unchanged.
+    ///
+    /// ```
+    /// use volume_health_validation::admission::Response;
+    ///
+    /// let response = Response::allow("705ab4f5");
+    /// assert!(response.allowed);
+    /// // Nothing else is said: no status, no patch, no warning.
+    /// assert!(response.status.is_none() && response.patch.is_none());
+    /// assert!(response.warnings.is_empty());
+    /// ```
     pub fn allow(uid: &'a str) -> Self {
         Response {
             uid,
@@ -59,6 +69,16 @@ impl<'a> Response<'a> {
     }
 
     /// Denied with `status`.
+    ///
+    /// ```
+    /// use volume_health_validation::admission::Response;
+    /// use volume_health_validation::status::bad_request_status;
+    ///
+    /// let status = bad_request_status("request body is not an AdmissionReview".into());
+    /// let response = Response::deny("705ab4f5", status);
+    /// assert!(!response.allowed);
+    /// assert_eq!(response.status.and_then(|s| s.code), Some(400));
+    /// ```
     pub fn deny(uid: &'a str, status: Status) -> Self {
         Response {
             allowed: false,
@@ -70,6 +90,20 @@ impl<'a> Response<'a> {
     /// Allowed with `patch` (a JSON Patch: [`DropOnSave::patch`](super::DropOnSave::patch), or
     /// any list of operations that serializes as one) applied, encoded as the apiserver expects:
     /// standard base64 of the JSON array.
+    ///
+    /// ```
+    /// use volume_health_validation::admission::Response;
+    ///
+    /// // Any list of operations that serializes as a JSON Patch.
+    /// let patch = serde_json::json!([{"op": "remove", "path": "/status/volumeHealth"}]);
+    /// let response = Response::allow_patching("705ab4f5", &patch);
+    /// assert!(response.allowed);
+    /// assert_eq!(response.patch_type, Some("JSONPatch"));
+    /// assert_eq!(
+    ///     response.patch.as_deref(),
+    ///     Some("W3sib3AiOiJyZW1vdmUiLCJwYXRoIjoiL3N0YXR1cy92b2x1bWVIZWFsdGgifV0=")
+    /// );
+    /// ```
     pub fn allow_patching<P: Serialize + ?Sized>(uid: &'a str, patch: &P) -> Self {
         // Encoded as it is written: a large patch is never held as JSON and as base64 at once.
         let mut encoder = Base64::default();
@@ -82,6 +116,20 @@ impl<'a> Response<'a> {
     }
 
     /// The whole AdmissionReview body.
+    ///
+    /// ```
+    /// use volume_health_validation::admission::Response;
+    ///
+    /// let mut response = Response::allow("705ab4f5");
+    /// response.warnings.push("status.volumeHealth was dropped".into());
+    /// let body: serde_json::Value = serde_json::from_slice(&response.into_body())?;
+    /// // The envelope an apiserver reads: the review's type around the response.
+    /// assert_eq!(body["apiVersion"], "admission.k8s.io/v1");
+    /// assert_eq!(body["kind"], "AdmissionReview");
+    /// assert_eq!(body["response"]["uid"], "705ab4f5");
+    /// assert_eq!(body["response"]["warnings"][0], "status.volumeHealth was dropped");
+    /// # Ok::<(), serde_json::Error>(())
+    /// ```
     pub fn into_body(self) -> Vec<u8> {
         #[derive(Serialize)]
         #[serde(rename_all = "camelCase")]

@@ -21,6 +21,27 @@ pub struct Settings {
 
 impl Settings {
     /// The defaults, with the `CSIVolumeHealth` gate on or off.
+    ///
+    /// ```
+    /// use volume_health_validation::rules::ConditionIdentity;
+    /// use volume_health_validation::{
+    ///     AdmissionRequest, HealthResource, Operation, Settings, UserInfo,
+    /// };
+    ///
+    /// let off = Settings::with_gate(false);
+    /// assert!(!off.restriction.gate_enabled);
+    /// // The rest are the defaults: this project's condition rule on, every error kept.
+    /// assert_eq!(off.storage_condition_identity, ConditionIdentity::Unique);
+    /// assert_eq!(off.error_limit, None);
+    /// // With the gate off, a node may not write its own CSINode's status.
+    /// let request = AdmissionRequest::new(HealthResource::CsiNodes, Operation::Update)
+    ///     .with_subresource("status")
+    ///     .with_name("node-1")
+    ///     .with_user(UserInfo::node("node-1"));
+    /// assert_eq!(request.validate(&off)?.code(), Some(403));
+    /// assert_eq!(request.validate(&Settings::with_gate(true))?.code(), None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn with_gate(enabled: bool) -> Self {
         Settings {
             restriction: RestrictionPolicy {

@@ -17,6 +17,23 @@ use super::strict::{Lists, with_lists};
 /// carries; a text with a longer list, or with an error, is read again with every list captured
 /// (each list borrowed as its text), so that what it gives, and where an error is placed, never depends on the
 /// first read.
+///
+/// ```
+/// use volume_health_validation::json;
+///
+/// /// What a reader of a SubjectAccessReview's status keeps.
+/// #[derive(serde::Deserialize)]
+/// struct Decision {
+///     allowed: bool,
+/// }
+///
+/// let decision: Decision = json::from_str(r#"{"allowed": true}"#)?;
+/// assert!(decision.allowed);
+/// // serde_json alone reads an array field by field; Kubernetes never does.
+/// assert!(serde_json::from_str::<Decision>("[true]").is_ok());
+/// assert!(json::from_str::<Decision>("[true]").is_err());
+/// # Ok::<(), serde_json::Error>(())
+/// ```
 pub fn from_str<'a, T: de::Deserialize<'a>>(text: &'a str) -> Result<T, serde_json::Error> {
     from_str_views(text, std::marker::PhantomData::<T>)
 }
@@ -42,6 +59,14 @@ pub(crate) fn from_str_seed<'a, S: DeserializeSeed<'a>>(
 
 /// serde_json's message of `error` without its position, for an error found in a part of a
 /// document read on its own: the enclosing reader adds its own position.
+///
+/// ```
+/// use volume_health_validation::json::message_without_position;
+///
+/// let error = serde_json::from_str::<u32>(r#""12""#).expect_err("a string is no number");
+/// assert_eq!(error.to_string(), r#"invalid type: string "12", expected u32 at line 1 column 4"#);
+/// assert_eq!(message_without_position(&error), r#"invalid type: string "12", expected u32"#);
+/// ```
 pub fn message_without_position(error: &serde_json::Error) -> String {
     let text = error.to_string();
     let suffix = format!(" at line {} column {}", error.line(), error.column());
@@ -60,6 +85,26 @@ pub struct Borrowed<'a>(#[serde(borrow)] pub Cow<'a, str>);
 /// Reads an optional string member borrowed from the text where it holds no escapes, for
 /// `#[serde(borrow, deserialize_with = "...")]`: `Option<Cow<'a, str>>` alone copies every
 /// string. `null` and an absent member (with `default`) read as `None`.
+///
+/// ```
+/// use std::borrow::Cow;
+/// use volume_health_validation::json;
+///
+/// #[derive(serde::Deserialize)]
+/// struct Subject<'a> {
+///     #[serde(borrow, default, deserialize_with = "json::optional_text")]
+///     user: Option<Cow<'a, str>>,
+/// }
+///
+/// let subject: Subject<'_> = json::from_str(r#"{"user": "system:node:node-1"}"#)?;
+/// assert!(matches!(subject.user, Some(Cow::Borrowed("system:node:node-1"))));
+/// // An escape has to be decoded, so that string is copied.
+/// let subject: Subject<'_> = json::from_str(r#"{"user": "node\u002d1"}"#)?;
+/// assert!(matches!(subject.user, Some(Cow::Owned(ref user)) if user == "node-1"));
+/// let subject: Subject<'_> = json::from_str(r#"{"user": null}"#)?;
+/// assert!(subject.user.is_none());
+/// # Ok::<(), serde_json::Error>(())
+/// ```
 pub fn optional_text<'de: 'a, 'a, D: Deserializer<'de>>(
     deserializer: D,
 ) -> Result<Option<Cow<'a, str>>, D::Error> {

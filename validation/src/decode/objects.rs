@@ -25,11 +25,41 @@ pub struct DecodeError {
 
 impl DecodeError {
     /// `object` or `oldObject`.
+    ///
+    /// ```
+    /// use serde_json::value::RawValue;
+    /// use volume_health_validation::{AdmissionRequest, HealthResource, Operation, Settings};
+    ///
+    /// // A pod whose `spec.volumes` is an object, where Kubernetes wants a list.
+    /// let old: &RawValue = serde_json::from_str(r#"{"spec": {"volumes": {"name": "data"}}}"#)?;
+    /// let request = AdmissionRequest::new(HealthResource::Pods, Operation::Update)
+    ///     .with_objects(None, Some(old));
+    /// let error = request.validate(&Settings::with_gate(true)).expect_err("not a pod");
+    /// assert_eq!(error.field(), "oldObject");
+    /// assert_eq!(error.to_string(), "failed to decode oldObject as Pod");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn field(&self) -> &'static str {
         self.field
     }
 
     /// The kind it should have been.
+    ///
+    /// ```
+    /// use serde_json::value::RawValue;
+    /// use volume_health_validation::{AdmissionRequest, HealthResource, Operation, Settings};
+    ///
+    /// // A pod whose `spec.volumes` is an object, where Kubernetes wants a list.
+    /// let old: &RawValue = serde_json::from_str(r#"{"spec": {"volumes": {"name": "data"}}}"#)?;
+    /// let request = AdmissionRequest::new(HealthResource::Pods, Operation::Update)
+    ///     .with_objects(None, Some(old));
+    /// let error = request.validate(&Settings::with_gate(true)).expect_err("not a pod");
+    /// assert_eq!(error.kind(), "Pod");
+    /// // serde's message, the source, says what was wrong.
+    /// let source = std::error::Error::source(&error).map(ToString::to_string);
+    /// assert!(source.is_some_and(|text| text.starts_with("invalid type: map, expected a sequence")));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn kind(&self) -> &'static str {
         self.kind
     }

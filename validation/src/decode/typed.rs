@@ -35,6 +35,16 @@ pub trait HealthObject {
     const RESOURCE: HealthResource;
 
     /// This object, by kind.
+    ///
+    /// ```
+    /// use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+    /// use volume_health_validation::HealthResource;
+    /// use volume_health_validation::admission::{HealthObject, Typed};
+    ///
+    /// let claim = PersistentVolumeClaim::default();
+    /// assert!(matches!(claim.typed(), Typed::Claim(_)));
+    /// assert_eq!(PersistentVolumeClaim::RESOURCE, HealthResource::PersistentVolumeClaims);
+    /// ```
     fn typed(&self) -> Typed<'_>;
 }
 
@@ -64,6 +74,21 @@ impl HealthObject for CSINode {
 
 impl<'a> Typed<'a> {
     /// Its `metadata`.
+    ///
+    /// ```
+    /// use k8s_openapi::api::storage::v1::CSINode;
+    /// use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    /// use volume_health_validation::admission::Typed;
+    ///
+    /// let node = CSINode {
+    ///     metadata: ObjectMeta { name: Some("node-1".into()), ..Default::default() },
+    ///     ..Default::default()
+    /// };
+    /// let typed = Typed::CsiNode(&node);
+    /// // Borrowed from the object, not copied.
+    /// assert!(std::ptr::eq(typed.metadata(), &node.metadata));
+    /// assert_eq!(typed.metadata().name.as_deref(), Some("node-1"));
+    /// ```
     pub fn metadata(self) -> &'a ObjectMeta {
         match self {
             Typed::Pod(pod) => &pod.metadata,

@@ -140,6 +140,15 @@ impl fmt::Display for RepairKind {
 
 impl RepairKind {
     /// The label of this kind in metrics and audit annotations: one of [`LABELS`].
+    ///
+    /// ```
+    /// use volume_health_validation::repair::{LABELS, RepairKind};
+    ///
+    /// let cut = RepairKind::MessageCut { from: 1500, to: 1024 };
+    /// assert_eq!(cut.label(), "message_cut");
+    /// // A metric can export every label from the start.
+    /// assert!(LABELS.contains(&cut.label()));
+    /// ```
     pub fn label(&self) -> &'static str {
         match self {
             RepairKind::ImpossibleCondition(_) => "impossible_status",
@@ -159,6 +168,15 @@ impl RepairKind {
 
     /// What every repair of this kind did, in words: the same text for every repair that
     /// shares the label (no value of the input).
+    ///
+    /// ```
+    /// use volume_health_validation::repair::RepairKind;
+    ///
+    /// let cut = RepairKind::MessageCut { from: 1500, to: 1024 };
+    /// // The text of one repair holds its lengths; the summary holds none.
+    /// assert_eq!(cut.to_string(), "message cut from 1500 to 1024 bytes");
+    /// assert_eq!(cut.summary(), "message cut at a character boundary to at most 1024 bytes");
+    /// ```
     pub fn summary(&self) -> String {
         match self {
             RepairKind::MessageCut { .. } => format!(

@@ -68,6 +68,51 @@ use crate::rules::ConditionIdentity;
 
 /// Repairs a claim's `status.healthStatus` until [`validate_pvc`](crate::validate_pvc) accepts
 /// it against `old`; `old` is the stored claim on update (`None`: every rule applies).
+///
+/// A condition whose status is outside its set is dropped. A reason that can never be valid
+/// becomes [`REPLACED_REASON`], and the original moves into the message. A later condition with
+/// an earlier one's (status, reason) is dropped. Of the rest, the
+/// [`MAX_HEALTH_CONDITIONS`](crate::rules::MAX_HEALTH_CONDITIONS) most severe are kept, and a
+/// message over 1024 bytes is cut. What `old` stores is kept where the rules ratchet, so a claim
+/// they accept is left as it is.
+///
+/// ```
+/// use k8s_openapi::api::core::v1::{
+///     PersistentVolumeClaim, PersistentVolumeClaimStatus, VolumeHealthCondition,
+///     VolumeHealthStatus,
+/// };
+/// use volume_health_validation::repair::{REPLACED_REASON, repair_pvc};
+/// use volume_health_validation::validate_pvc;
+///
+/// let condition = |status: &str, reason: &str| VolumeHealthCondition {
+///     status: status.into(),
+///     reason: reason.into(),
+///     message: None,
+/// };
+/// let mut claim = PersistentVolumeClaim {
+///     status: Some(PersistentVolumeClaimStatus {
+///         health_status: Some(VolumeHealthStatus {
+///             health_conditions: Some(vec![
+///                 // No status says how unhealthy this is: dropped.
+///                 condition("Healthy", "Probed"),
+///                 // A hyphen is outside the reason format: the reason is replaced.
+///                 condition("Degraded", "disk-slow"),
+///             ]),
+///             ..Default::default()
+///         }),
+///         ..Default::default()
+///     }),
+///     ..Default::default()
+/// };
+/// let repairs = repair_pvc(&mut claim, None);
+/// assert_eq!(repairs.len(), 2, "{repairs:?}");
+/// assert!(validate_pvc(&claim, None).is_empty());
+/// let health = claim.status.and_then(|s| s.health_status).unwrap_or_default();
+/// let kept = health.health_conditions.unwrap_or_default();
+/// assert_eq!(kept.len(), 1);
+/// assert_eq!(kept[0].reason, REPLACED_REASON);
+/// assert_eq!(kept[0].message.as_deref(), Some("reason: disk-slow"));
+/// ```
 pub fn repair_pvc(
     claim: &mut PersistentVolumeClaim,
     old: Option<&PersistentVolumeClaim>,
@@ -83,7 +128,9 @@ pub fn repair_pvc(
 
 /// Repairs a `VolumeHealthStatus` found at `status.healthStatus` (a claim's), `old` the stored
 /// one: what a health monitor holds before it writes. Each repair is returned (its path and
-/// kind); a report the rules accept is left as it is.
+/// kind); a report the rules accept is left as it is. The rules are [`repair_pvc`]'s: impossible
+/// conditions dropped or their reason replaced, repeats dropped, the most severe kept, long
+/// messages cut.
 ///
 /// ```
 /// use k8s_openapi::api::core::v1::VolumeHealthStatus;
@@ -130,6 +177,46 @@ pub fn repair_volume_health_status(
 
 /// Repairs a pod's `status.volumeHealth` until [`validate_pod`](crate::validate_pod) accepts it
 /// against `old`; volume names are looked up in the pod's own `spec.volumes`.
+///
+/// An entry without a name, or naming no volume of `spec.volumes`, is dropped. A later entry
+/// with an earlier entry's name is merged into it. Each entry's conditions are then repaired as
+/// a claim's are ([`repair_pvc`]). A pod the rules accept against `old` is left as it is.
+///
+/// ```
+/// use k8s_openapi::api::core::v1::{
+///     Pod, PodSpec, PodStatus, PodVolumeHealth, Volume, VolumeHealthCondition,
+/// };
+/// use volume_health_validation::repair::{RepairKind, repair_pod};
+/// use volume_health_validation::validate_pod;
+///
+/// let entry = |name: &str, reason: &str| PodVolumeHealth {
+///     name: name.into(),
+///     health_conditions: Some(vec![VolumeHealthCondition {
+///         status: "Degraded".into(),
+///         reason: reason.into(),
+///         message: None,
+///     }]),
+///     ..Default::default()
+/// };
+/// let mut pod = Pod {
+///     spec: Some(PodSpec {
+///         volumes: Some(vec![Volume { name: "data".into(), ..Default::default() }]),
+///         ..Default::default()
+///     }),
+///     status: Some(PodStatus {
+///         volume_health: Some(vec![entry("data", "ReplicaOutOfSync"), entry("logs", "Slow")]),
+///         ..Default::default()
+///     }),
+///     ..Default::default()
+/// };
+/// // `logs` is no volume of this pod: its entry goes.
+/// let repairs = repair_pod(&mut pod, None);
+/// assert_eq!(repairs[0].path, "status.volumeHealth[1]");
+/// assert_eq!(repairs[0].kind, RepairKind::UnknownVolume);
+/// assert!(validate_pod(&pod, None).is_empty());
+/// // A repaired pod needs no more.
+/// assert!(repair_pod(&mut pod, None).is_empty());
+/// ```
 pub fn repair_pod(pod: &mut Pod, old: Option<&Pod>) -> Vec<Repair> {
     let old = old
         .and_then(|old| old.status.as_ref())
@@ -147,7 +234,8 @@ pub fn repair_pod(pod: &mut Pod, old: Option<&Pod>) -> Vec<Repair> {
 }
 
 /// Repairs a `status.volumeHealth` list, `old` the stored one; `volume_exists` tells whether a
-/// name is an entry of the pod's `spec.volumes`.
+/// name is an entry of the pod's `spec.volumes`. The rules are [`repair_pod`]'s, with
+/// `volume_exists` in place of the pod's own list.
 ///
 /// ```
 /// use k8s_openapi::api::core::v1::PodVolumeHealth;
@@ -191,6 +279,44 @@ pub fn repair_pod_volume_health(
 
 /// Repairs a CSINode's `status.storageHealth` until [`validate_csinode`](crate::validate_csinode)
 /// accepts it against `old`, this project's [`ConditionIdentity::Unique`] included.
+///
+/// An entry whose name is not a CSI driver name is dropped. A later entry of an earlier entry's
+/// driver is merged into it. A condition whose status is outside its set is dropped. An
+/// impossible reason becomes [`REPLACED_REASON`], an access or volume mode outside its set is
+/// unset, and each original moves into the message. A later condition with an earlier one's
+/// (status, reason, accessMode, volumeMode) is dropped, unless `old` stores that entry's
+/// conditions as they are (the rule ratchets per entry).
+/// The most severe [`MAX_HEALTH_CONDITIONS`](crate::rules::MAX_HEALTH_CONDITIONS) are kept, and
+/// a message over 1024 bytes is cut.
+///
+/// ```
+/// use k8s_openapi::api::storage::v1::{
+///     CSINode, CSINodeStatus, StorageHealth, StorageHealthCondition,
+/// };
+/// use volume_health_validation::repair::{RepairKind, repair_csinode};
+/// use volume_health_validation::validate_csinode;
+///
+/// let unreachable = StorageHealthCondition {
+///     status: "StorageUnreachable".into(),
+///     reason: "BackendDown".into(),
+///     ..Default::default()
+/// };
+/// let entry = |name: &str| StorageHealth {
+///     name: name.into(),
+///     health_conditions: Some(vec![unreachable.clone(), unreachable.clone()]),
+/// };
+/// let mut node = CSINode {
+///     status: Some(CSINodeStatus {
+///         storage_health: Some(vec![entry("Not_A_Driver"), entry("csi.example.com")]),
+///     }),
+///     ..Default::default()
+/// };
+/// let repairs = repair_csinode(&mut node, None);
+/// let kinds: Vec<RepairKind> = repairs.iter().map(|r| r.kind).collect();
+/// // A name with capitals is no driver's; one condition of the driver is enough.
+/// assert_eq!(kinds, [RepairKind::InvalidDriverName, RepairKind::IndistinctCondition]);
+/// assert!(validate_csinode(&node, None).is_empty());
+/// ```
 pub fn repair_csinode(node: &mut CSINode, old: Option<&CSINode>) -> Vec<Repair> {
     let old = old
         .and_then(|old| old.status.as_ref())
@@ -203,7 +329,8 @@ pub fn repair_csinode(node: &mut CSINode, old: Option<&CSINode>) -> Vec<Repair> 
 
 /// Repairs a `status.storageHealth` list, `old` the stored one, with or without this project's
 /// rule on conditions' identities. Only that rule ratchets (per entry, as it is checked); every
-/// upstream CSINode rule applies to every write.
+/// upstream CSINode rule applies to every write. The rules are [`repair_csinode`]'s; with
+/// [`ConditionIdentity::InTree`], conditions that share an identity are all kept.
 ///
 /// ```
 /// use k8s_openapi::api::storage::v1::StorageHealth;

@@ -30,7 +30,8 @@ impl Report for [PodVolumeHealth] {}
 impl Report for StorageHealth {}
 impl Report for [StorageHealth] {}
 
-/// Whether writing `new` where `old` is stored changes nothing that `policy` compares.
+/// Whether writing `new` where `old` is stored changes nothing that `policy` compares. With
+/// nothing stored, only a report without conditions is unchanged.
 ///
 /// Linear in both reports (conditions compared as hashed sets or counts). Lists of entries are
 /// compared entry by entry, by name, the first entry of each name as the apiserver matches them;

@@ -31,6 +31,25 @@ pub enum ConditionIdentity {
 impl ConditionIdentity {
     /// [`Unique`](Self::Unique) when `unique`, as a `--storage-health-unique-conditions` flag
     /// reads.
+    ///
+    /// ```
+    /// use k8s_openapi::api::storage::v1::StorageHealth;
+    /// use volume_health_validation::rules::{ConditionIdentity, validate_storage_health};
+    ///
+    /// assert_eq!(ConditionIdentity::unique_if(true), ConditionIdentity::Unique);
+    /// // Two conditions nothing tells apart: only the project's rule refuses them.
+    /// let entries: Vec<StorageHealth> = serde_json::from_value(serde_json::json!([
+    ///     {"name": "csi.example.com", "healthConditions": [
+    ///         {"status": "StorageDegraded", "reason": "PoolFull"},
+    ///         {"status": "StorageDegraded", "reason": "PoolFull"}]},
+    /// ]))?;
+    /// let check = |unique| {
+    ///     validate_storage_health(Some(&entries), None, ConditionIdentity::unique_if(unique))
+    /// };
+    /// assert_eq!(check(true).len(), 1);
+    /// assert!(check(false).is_empty());
+    /// # Ok::<(), serde_json::Error>(())
+    /// ```
     pub fn unique_if(unique: bool) -> Self {
         if unique {
             ConditionIdentity::Unique

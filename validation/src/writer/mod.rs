@@ -53,6 +53,13 @@ pub struct ClaimReport {
 /// The write for one probe: `stored` is the claim as the apiserver has it, `conditions` what the
 /// driver returned, `now` the probe's time.
 ///
+/// The conditions are repaired against the stored report, as
+/// [`repair_volume_health_status`](repair::repair_volume_health_status) does. A report that
+/// changes nothing stored ([`Policy::CompareMessages`]) gets no patch. Otherwise
+/// `lastTransitionTime` stays the stored one while the set of (status, reason) is unchanged,
+/// and becomes `now`, cut to the second, when it changed. A report without conditions clears
+/// the field with `null`.
+///
 /// ```
 /// use k8s_openapi::api::core::v1::{PersistentVolumeClaim, VolumeHealthCondition};
 /// use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
