@@ -1,7 +1,7 @@
 # Images of the webhook server and the node doctor; `make image` builds both, with docker or
 # podman (CONTAINER=podman), named after REGISTRY and TAG:
-#   docker build --target webhook -t ghcr.io/volume-health/volume-health-webhook:v0.2.0 .
-#   docker build --target doctor -t ghcr.io/volume-health/csi-globalmount-doctor:v0.2.0 .
+#   docker build --target webhook -t ghcr.io/volume-health/volume-health-webhook:v0.3.0 .
+#   docker build --target doctor -t ghcr.io/volume-health/csi-globalmount-doctor:v0.3.0 .
 # Base images are fully qualified: podman refuses short names without a search registry.
 
 FROM docker.io/library/rust:1-bookworm AS build

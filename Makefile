@@ -6,7 +6,7 @@ TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 BIN := $(TARGET_DIR)/release/volume-health-webhook
 DEV_CA := $(TARGET_DIR)/dev/ca.crt
 
-# Images: `make image CONTAINER=podman REGISTRY=registry.example.com/team TAG=v0.2.0-rc1`. The
+# Images: `make image CONTAINER=podman REGISTRY=registry.example.com/team TAG=v0.3.0-rc1`. The
 # default tag is the workspace version, which the manifests and the chart pin (a test checks).
 CONTAINER ?= docker
 REGISTRY ?= ghcr.io/volume-health
@@ -18,6 +18,10 @@ DOCTOR_IMAGE ?= $(REGISTRY)/csi-globalmount-doctor:$(TAG)
 # `prometheus` package, unpacked under the target directory (nothing installed or started).
 TOOLS := $(TARGET_DIR)/tools
 PROMTOOL ?= $(or $(shell command -v promtool),$(abspath $(TOOLS))/usr/bin/promtool)
+# cargo-semver-checks for `make semver`, pinned and built from crates.io into the target
+# directory.
+SEMVER_CHECKS_VERSION := 0.51.0
+SEMVER_CHECKS := $(abspath $(TOOLS))/bin/cargo-semver-checks
 # valgrind for the instruction-count benchmark, found the same way (Debian's `valgrind`); an
 # unpacked one finds its tools through VALGRIND_LIB.
 VALGRIND ?= $(or $(shell command -v valgrind),$(abspath $(TOOLS))/usr/bin/valgrind)
@@ -64,7 +68,7 @@ SCALE_CLAIMS ?= 50
 SCALE_STEADY ?= 600
 SCALE_DOCS ?= 1
 
-.PHONY: run test packaged msrv tools lint fmt fmt-check build release bench conformance e2e scale chart install-manifests rollout image push clean
+.PHONY: run test packaged semver msrv tools lint fmt fmt-check build release bench conformance e2e scale chart install-manifests rollout image push clean
 
 ## run: the webhook server on localhost with a generated certificate (CA written to
 ## target/dev/ca.crt); later flags win, so ARGS can override any of these. The health port is
@@ -79,7 +83,7 @@ run:
 ## (benchmarks are built by lint and run by `make bench`). Without promtool (no apt-get to
 ## fetch it), the alerting-rule tests say so loudly and check nothing; REQUIRE_TOOLS=1 (CI)
 ## fails instead
-test: fmt-check lint tools packaged
+test: fmt-check lint tools packaged semver
 	PROMTOOL=$(PROMTOOL) $(if $(wildcard $(PROMTOOL)),,VOLUME_HEALTH_PROMTOOL_MISSING=1) \
 		$(CARGO) test --workspace --locked
 
@@ -110,6 +114,20 @@ packaged:
 		-p volume-health-error-line -p volume-health-validation
 	$(CARGO) build --locked --manifest-path tests/outside-writer/Cargo.toml \
 		--target-dir $(TARGET_DIR)/outside-writer
+
+## semver: the published packages (volume-health-validation with every feature, and its
+## error-line) compared with the last release by cargo-semver-checks, so that a breaking change
+## cannot land under an unchanged version (a 0.x minor or a major bump allows one). The last
+## release is the commit that added the CHANGELOG's newest release heading. The tool is built
+## once under the target directory
+semver: $(SEMVER_CHECKS)
+	baseline=$$(tests/release/semver-baseline.sh) && \
+	K8S_OPENAPI_ENABLED_VERSION=1.37 $(SEMVER_CHECKS) semver-checks --baseline-rev $$baseline \
+		-p volume-health-validation -p volume-health-error-line --all-features
+
+$(SEMVER_CHECKS):
+	$(CARGO) install --locked --quiet cargo-semver-checks --version $(SEMVER_CHECKS_VERSION) \
+		--root $(abspath $(TOOLS))
 
 ## tools: what the tests run besides cargo and kubectl: promtool
 tools: $(PROMTOOL)

@@ -322,7 +322,7 @@ fn shell_recipes_run_and_kubectl_renders_what_the_docs_apply() {
                         .expect("the Deployment")["spec"]["template"]["spec"]["containers"][0]["image"];
                     assert_eq!(
                         image,
-                        "registry.example.com/storage/volume-health-webhook:v0.2.0",
+                        "registry.example.com/storage/volume-health-webhook:v0.3.0",
                         "{}: the overlay's image",
                         command.at()
                     );
@@ -547,4 +547,59 @@ fn glossary_terms_link_the_glossary_where_a_page_first_uses_them() {
         "first uses of a glossary term without a link to its entry:\n{}",
         missing.join("\n")
     );
+}
+
+/// One version names one release everywhere a reader or an install meets it: the workspace
+/// version is the CHANGELOG's newest release (dated, with its comparison link, and the
+/// `[Unreleased]` link comparing from it), every image of the project the README and the docs
+/// name is tagged with it, and the upgrade notes' newest section leads to it. The manifests'
+/// and the chart's pins are checked by the manifests and chart suites.
+#[test]
+fn one_version_names_the_release_everywhere() {
+    let version = env!("CARGO_PKG_VERSION");
+    let changelog = fs::read_to_string(repository().join("CHANGELOG.md")).unwrap();
+    let newest = changelog
+        .lines()
+        .find(|l| l.starts_with("## [") && !l.starts_with("## [Unreleased]"))
+        .expect("CHANGELOG.md names a release");
+    let dated = newest
+        .strip_prefix(&format!("## [{version}] - "))
+        .unwrap_or_else(|| panic!("CHANGELOG.md's newest release is `{newest}`, not {version}"));
+    assert!(
+        dated.len() == 10 && dated.chars().filter(|c| *c == '-').count() == 2,
+        "{newest}: a release heading carries its date"
+    );
+    let base = "https://github.com/volume-health/volume-health-webhooks/compare";
+    for link in [
+        format!("[Unreleased]: {base}/v{version}...HEAD"),
+        format!("[{version}]: {base}/v"),
+    ] {
+        assert!(
+            changelog.lines().any(|l| l.starts_with(&link)),
+            "CHANGELOG.md has no link `{link}`"
+        );
+    }
+    let upgrading = fs::read_to_string(repository().join("docs/upgrading.md")).unwrap();
+    let section = upgrading
+        .lines()
+        .find(|l| l.starts_with("## "))
+        .expect("docs/upgrading.md has a section");
+    assert!(
+        section.ends_with(&format!(" to {version}")),
+        "docs/upgrading.md's newest section is `{section}`, not one leading to {version}"
+    );
+    let mut named = 0;
+    for (page, text) in pages() {
+        for (at, _) in text.match_indices("ghcr.io/volume-health/") {
+            let image: String = text[at..]
+                .chars()
+                .take_while(|c| !c.is_whitespace() && !"`'\")".contains(*c))
+                .collect();
+            if let Some((_, tag)) = image.rsplit_once(':') {
+                assert_eq!(tag, format!("v{version}"), "{page}: {image}");
+                named += 1;
+            }
+        }
+    }
+    assert!(named >= 3, "only {named} tagged images in the docs");
 }
