@@ -13,6 +13,13 @@
 //! Every policy matches one resource, with explicit `v1` and the main resource listed: the
 //! admission-policy status controller skips type checking otherwise.
 
+mod repair;
+
+pub use repair::{
+    MAX_REPAIRED_CONDITIONS, MAX_REPAIRED_ENTRIES, needs_repair, repair, repair_bindings,
+    repair_name, repair_policies,
+};
+
 use serde_json::{Value, json};
 use volume_health_validation::field::{ErrorKind, FieldPath, GoJson};
 use volume_health_validation::identity::{NODE_USER_PREFIX, NODES_GROUP};
@@ -85,8 +92,8 @@ const KUSTOMIZATION: &str = r#"# This project's own rules as native admission po
 #
 # Every file here, this one too, is generated: `volume-health-webhook policies` writes them,
 # and a test fails when they differ from its output.
-# - policies.yaml: drop on save per resource (MutatingAdmissionPolicy, inert until bound),
-#   storage condition identity and the claim health writers (ValidatingAdmissionPolicy).
+# - policies.yaml: drop on save and repair per resource (MutatingAdmissionPolicy, inert until
+#   bound), storage condition identity and the claim health writers (ValidatingAdmissionPolicy).
 #   The writer list is written into its policy (empty: any user but nodes):
 #   `volume-health-webhook policies --pvc-health-writers <users> --out-dir <dir>` writes
 #   another list, or an overlay patches `/spec/variables/0/expression` of policy
@@ -95,6 +102,8 @@ const KUSTOMIZATION: &str = r#"# This project's own rules as native admission po
 #   every claim status write".
 # - bindings-deny.yaml: the validating policies enforced. bindings-warn.yaml and
 #   bindings-audit.yaml bind them with Warn or Audit instead: list one of the three.
+# - repair-bindings.yaml: repair on, as in every install (docs/repair.md): a report in-tree
+#   would refuse for ever is stored repaired. Leave it out to turn repair off.
 # - drop-on-save-bindings.yaml: not listed; adding it turns the gated fields off, as the
 #   webhook's CSIVolumeHealth=false does.
 apiVersion: kustomize.config.k8s.io/v1alpha1
@@ -102,6 +111,7 @@ kind: Component
 resources:
   - policies.yaml
   - bindings-deny.yaml
+  - repair-bindings.yaml
 "#;
 
 /// The files of `manifests/components/native-policies`, by name, each a YAML stream, with
@@ -115,6 +125,10 @@ pub fn files(writers: &[&str]) -> Vec<(String, String)> {
             "drop-on-save-bindings.yaml".to_owned(),
             yaml_stream(&drop_on_save_bindings()),
         ),
+        (
+            "repair-bindings.yaml".to_owned(),
+            yaml_stream(&repair_bindings()),
+        ),
     ];
     for action in Action::ALL {
         files.push((
@@ -125,13 +139,15 @@ pub fn files(writers: &[&str]) -> Vec<(String, String)> {
     files
 }
 
-/// Every policy: a drop-on-save MutatingAdmissionPolicy per resource, then the
-/// ValidatingAdmissionPolicies, the claim health writers' with `writers` as its list.
+/// Every policy: a drop-on-save MutatingAdmissionPolicy per resource, a repair one per
+/// resource, then the ValidatingAdmissionPolicies, the claim health writers' with `writers` as
+/// its list.
 pub fn policies(writers: &[&str]) -> Vec<Value> {
     let mut objects: Vec<Value> = HealthResource::ALL
         .iter()
         .map(|r| drop_on_save(*r))
         .collect();
+    objects.extend(repair_policies());
     objects.push(storage_condition_identity());
     objects.push(pvc_health_writers(writers));
     objects
@@ -543,13 +559,16 @@ pub const STATIC_SUFFIX: &str = ".static.k8s.io";
 
 /// Where `static_files` puts the validating policies, under the static folder.
 pub const STATIC_VALIDATING_DIR: &str = "validating";
+/// Where `static_files` puts the repair policies, under the static folder.
+pub const STATIC_MUTATING_DIR: &str = "mutating";
 
 /// The static manifests of the validating policies and their bindings with `action` (the
-/// writer list `writers`), and the AdmissionConfiguration that loads them: files by path under
-/// a folder that the apiserver reads at `host_dir` (an absolute path on the control plane
-/// host). Loaded from files, the rules answer before the apiserver serves, and no API client
-/// can turn them off. The drop-on-save policies are left out: their bindings are the runtime
-/// switch, made through the API.
+/// writer list `writers`), of the repair policies and their bindings, and the
+/// AdmissionConfiguration that loads them: files by path under a folder that the apiserver
+/// reads at `host_dir` (an absolute path on the control plane host). Loaded from files, the
+/// rules answer before the apiserver serves, and no API client can turn them off. The
+/// drop-on-save policies are left out: their bindings are the runtime switch, made through the
+/// API.
 pub fn static_files(writers: &[&str], action: Action, host_dir: &str) -> Vec<(String, String)> {
     let rename = |mut object: Value| {
         let name = format!(
@@ -567,6 +586,11 @@ pub fn static_files(writers: &[&str], action: Action, host_dir: &str) -> Vec<(St
         .chain(bindings(action))
         .map(rename)
         .collect();
+    let repairs: Vec<Value> = repair_policies()
+        .into_iter()
+        .chain(repair_bindings())
+        .map(rename)
+        .collect();
     let host_dir = host_dir.trim_end_matches('/');
     let configuration = json!({
         "apiVersion": "apiserver.config.k8s.io/v1",
@@ -578,12 +602,23 @@ pub fn static_files(writers: &[&str], action: Action, host_dir: &str) -> Vec<(St
                 "kind": "ValidatingAdmissionPolicyConfiguration",
                 "staticManifestsDir": format!("{host_dir}/{STATIC_VALIDATING_DIR}"),
             },
+        }, {
+            "name": "MutatingAdmissionPolicy",
+            "configuration": {
+                "apiVersion": "apiserver.config.k8s.io/v1",
+                "kind": "MutatingAdmissionPolicyConfiguration",
+                "staticManifestsDir": format!("{host_dir}/{STATIC_MUTATING_DIR}"),
+            },
         }],
     });
     vec![
         (
             format!("{STATIC_VALIDATING_DIR}/volume-health.yaml"),
             static_yaml_stream(&objects),
+        ),
+        (
+            format!("{STATIC_MUTATING_DIR}/volume-health.yaml"),
+            static_yaml_stream(&repairs),
         ),
         (
             "admission-configuration.yaml".to_owned(),

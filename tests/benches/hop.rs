@@ -9,8 +9,9 @@
 //!   namespaceSelector leaves out; the report is cleared between rounds, untimed;
 //! - a changed report of a pod whose `volumeHealth` is stored (not sent), next to the same
 //!   baseline pod's changed report, and the same write of a third pod selected by the native
-//!   policies' bindings (drop on save with an `objectSelector`): the apiserver evaluating the
-//!   policies in process;
+//!   policies' bindings (drop on save and repair with an `objectSelector`): the apiserver
+//!   evaluating the policies in process; and a fourth such pod's changed report holding a
+//!   duplicate pair, which the repair policy repairs;
 //! - a change of a CSINode's `storageHealth` by a writer other than its node (sent to
 //!   `/validate`, the storage condition identity rule). CSINode is cluster-scoped, so no
 //!   namespace leaves one out: its baseline is the same write in alternating blocks with the
@@ -61,8 +62,8 @@ async fn create(cluster: &Cluster, object: &Value) {
     assert_eq!(code, 201, "{body}");
 }
 
-/// Every generated policy, and the bindings with `Deny`; the drop-on-save bindings select the
-/// labelled pod only.
+/// Every generated policy, and the bindings with `Deny`; the drop-on-save and repair bindings
+/// select the labelled pods only.
 async fn bind_native(cluster: &Cluster) {
     for object in policies::policies(&[])
         .iter()
@@ -70,7 +71,10 @@ async fn bind_native(cluster: &Cluster) {
     {
         create(cluster, object).await;
     }
-    for mut binding in policies::drop_on_save_bindings() {
+    for mut binding in policies::drop_on_save_bindings()
+        .into_iter()
+        .chain(policies::repair_bindings())
+    {
         binding["spec"]["matchResources"] =
             json!({"objectSelector": {"matchLabels": {NATIVE_LABEL: "true"}}});
         create(cluster, &binding).await;
@@ -144,6 +148,21 @@ fn stored_volume_health(pod: &Pod) -> bool {
     serde_json::to_value(pod).unwrap()["status"]["volumeHealth"].is_array()
 }
 
+/// The conditions stored of a pod's first `volumeHealth` entry.
+fn conditions(pod: &Pod) -> usize {
+    serde_json::to_value(pod).unwrap()["status"]["volumeHealth"][0]["healthConditions"]
+        .as_array()
+        .map_or(0, Vec::len)
+}
+
+/// A report of volume `vol` whose driver gave one (status, reason) twice, as in
+/// kubernetes#142280: in-tree refuses it, repair keeps the first.
+fn duplicate_pair(message: &str) -> Value {
+    json!({"status": {"volumeHealth": [{"name": "vol", "healthConditions": [
+        {"status": "Degraded", "reason": "DiskSlow", "message": message},
+        {"status": "Degraded", "reason": "DiskSlow", "message": "again"}]}]}})
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let quick = std::env::args().any(|arg| arg == "--quick");
@@ -161,18 +180,25 @@ async fn main() {
                 .unwrap();
         }
     }
-    // The native pod: the baseline's kind, labelled for the drop-on-save bindings.
+    // The native pods: the baseline's kind, labelled for the native bindings.
     let pods: Api<Pod> = Api::namespaced(admin.clone(), "volume-health");
-    let mut native_pod = bound_pod("native", NODE).unwrap();
-    native_pod.metadata.labels = Some([(NATIVE_LABEL.to_owned(), "true".to_owned())].into());
-    pods.create(&PostParams::default(), &native_pod)
-        .await
-        .unwrap();
+    for name in ["native", "repaired"] {
+        let mut native_pod = bound_pod(name, NODE).unwrap();
+        native_pod.metadata.labels = Some([(NATIVE_LABEL.to_owned(), "true".to_owned())].into());
+        pods.create(&PostParams::default(), &native_pod)
+            .await
+            .unwrap();
+    }
     let kubelet = plane.cluster.client(Identity::Node(NODE)).await.unwrap();
     let [hop, direct] = namespaces.map(|ns| Api::<Pod>::namespaced(kubelet.clone(), ns));
     // Each changed-report pod's volumeHealth is stored before the policies are bound: in use,
     // it is kept, as a kubelet's later reports are.
-    for (pods, name) in [(&direct, "app"), (&direct, "native"), (&hop, "app")] {
+    for (pods, name) in [
+        (&direct, "app"),
+        (&direct, "native"),
+        (&direct, "repaired"),
+        (&hop, "app"),
+    ] {
         pods.patch_status(
             name,
             &PatchParams::default(),
@@ -183,6 +209,7 @@ async fn main() {
     }
     bind_native(&plane.cluster).await;
     wait_native(&pods, &direct).await;
+    wait_repair(&direct).await;
 
     let params = PatchParams::default();
     let clear = Patch::Strategic(json!({"status": {"volumeHealth": null}}));
@@ -194,19 +221,17 @@ async fn main() {
         Series::new("changed report (not sent)"),
         Series::new("changed report, namespace left out (baseline)"),
         Series::new("changed report, native policies bound"),
+        Series::new("changed report with a duplicate pair, repaired by the policies"),
     ];
     let mut reviews_of = [0.0; 2];
     for round in 0..warmup + writes {
         // Rotate which goes first, so that none always follows another.
-        for which in [
-            [0, 1, 2, 3, 4],
-            [1, 2, 3, 4, 0],
-            [2, 3, 4, 0, 1],
-            [3, 4, 0, 1, 2],
-            [4, 0, 1, 2, 3],
-        ][round % 5]
-        {
-            let patch = Patch::Strategic(volume_health(&format!("write {round}")));
+        for which in (0..6).map(|k| (k + round) % 6) {
+            let patch = if which == 5 {
+                Patch::Strategic(duplicate_pair(&format!("write {round}")))
+            } else {
+                Patch::Strategic(volume_health(&format!("write {round}")))
+            };
             let before = plane.reviews().await.unwrap();
             let took = match which {
                 0 | 1 => {
@@ -220,13 +245,20 @@ async fn main() {
                     took
                 }
                 _ => {
-                    let (pods, name) =
-                        [(&hop, "app"), (&direct, "app"), (&direct, "native")][which - 2];
+                    let (pods, name) = [
+                        (&hop, "app"),
+                        (&direct, "app"),
+                        (&direct, "native"),
+                        (&direct, "repaired"),
+                    ][which - 2];
                     let (stored, took) = timed(pods.patch_status(name, &params, &patch)).await;
                     assert!(
                         stored_volume_health(&stored),
                         "the stored volumeHealth is kept"
                     );
+                    if which == 5 {
+                        assert_eq!(conditions(&stored), 1, "the pair is repaired");
+                    }
                     if round >= warmup {
                         changed[which - 2].took.push(took);
                     }
@@ -271,6 +303,7 @@ async fn main() {
     first[0].compare("a first report, not sent", &first[1]);
     changed[0].compare("changed report, not sent", &changed[1]);
     changed[2].compare("native policies", &changed[1]);
+    changed[3].compare("a write the repair policy repairs", &changed[1]);
     csinode[0].compare(
         "hop of another writer's CSINode change (/validate)",
         &csinode[1],
@@ -379,6 +412,23 @@ async fn wait_native(admin_pods: &Api<Pod>, kubelet_pods: &Api<Pod>) {
             return;
         }
         assert!(Instant::now() < give_up, "drop on save was never applied");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// Waits until the apiserver applies the repair bindings: the labelled pod's report with a
+/// duplicate pair is stored repaired, not refused.
+async fn wait_repair(kubelet_pods: &Api<Pod>) {
+    let give_up = Instant::now() + Duration::from_secs(60);
+    loop {
+        let patch = Patch::Strategic(duplicate_pair("probe"));
+        let written = kubelet_pods
+            .patch_status("repaired", &PatchParams::default(), &patch)
+            .await;
+        if written.is_ok_and(|pod| conditions(&pod) == 1) {
+            return;
+        }
+        assert!(Instant::now() < give_up, "repair was never applied");
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
 }

@@ -1044,11 +1044,13 @@ fn the_audit_is_the_audit_components() {
     run(command);
 }
 
-/// The generated policies with `writers` and the bindings of `action`, as objects.
+/// The generated policies with `writers`, the bindings of `action` and the repair bindings
+/// (repair is on by default), as objects.
 fn native(writers: &[&str], action: volume_health_policies::Action) -> Vec<Value> {
     volume_health_policies::policies(writers)
         .into_iter()
         .chain(volume_health_policies::bindings(action))
+        .chain(volume_health_policies::repair_bindings())
         .collect()
 }
 
@@ -1065,6 +1067,7 @@ fn native_mode_is_the_native_overlays() {
         "bindings-warn.yaml",
         "bindings-audit.yaml",
         "drop-on-save-bindings.yaml",
+        "repair-bindings.yaml",
     ] {
         assert_eq!(
             fs::read_to_string(chart().join("files/native-policies").join(file)).expect("copy"),
@@ -1114,6 +1117,16 @@ fn native_mode_is_the_native_overlays() {
             "featureGates.CSIVolumeHealth=false",
         ]),
         &gate_off,
+    );
+    // Repair off leaves its bindings out, as the webhooks' install leaves its entries out.
+    let no_repair: Vec<Value> = volume_health_policies::policies(&[])
+        .into_iter()
+        .chain(volume_health_policies::bindings(Action::Deny))
+        .collect();
+    assert_same(
+        "mode=native, repair.enabled=false",
+        &template(&["--set", "mode=native", "--set", "repair.enabled=false"]),
+        &no_repair,
     );
     // A name the chart cannot quote as the generator does is refused, never mangled.
     template_fails(

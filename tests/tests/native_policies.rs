@@ -92,8 +92,8 @@ fn documents(text: &str) -> Vec<Value> {
         .collect()
 }
 
-/// An overlay with the component renders the policies and their Deny bindings beside what the
-/// overlay had.
+/// An overlay with the component renders the policies, their Deny bindings and the repair
+/// policies' bindings beside what the overlay had.
 #[test]
 fn the_component_renders_in_an_overlay() {
     let text = render(
@@ -102,13 +102,26 @@ fn the_component_renders_in_an_overlay() {
         "",
     );
     let count = |kind: &str| text.matches(&format!("\nkind: {kind}\n")).count();
-    assert_eq!(count("MutatingAdmissionPolicy"), 3);
+    assert_eq!(
+        count("MutatingAdmissionPolicy"),
+        6,
+        "drop on save and repair"
+    );
     assert_eq!(count("ValidatingAdmissionPolicy"), 2);
     assert_eq!(count("ValidatingAdmissionPolicyBinding"), 2);
+    let names = |objects: &[Value]| -> Vec<String> {
+        let mut names: Vec<String> = objects
+            .iter()
+            .filter(|o| o["kind"] == "MutatingAdmissionPolicyBinding")
+            .map(|o| o["metadata"]["name"].to_string())
+            .collect();
+        names.sort();
+        names
+    };
     assert_eq!(
-        count("MutatingAdmissionPolicyBinding"),
-        0,
-        "drop on save stays unbound"
+        names(&documents(&text)),
+        names(&policies::repair_bindings()),
+        "repair is bound, drop on save stays unbound"
     );
     assert_eq!(count("ConfigMap"), 0, "the writer list is in its policy");
 }
@@ -120,7 +133,7 @@ fn the_component_renders_in_an_overlay() {
 #[test]
 fn the_component_is_cluster_scoped_and_its_writer_list_is_one_patch() {
     let objects = documents(&render(&[], &["components/native-policies"], ""));
-    assert_eq!(objects.len(), 7, "3 + 2 policies, 2 bindings");
+    assert_eq!(objects.len(), 13, "6 + 2 policies, 2 + 3 bindings");
     for object in &objects {
         assert!(object["metadata"].get("namespace").is_none(), "{object}");
         assert!(object["spec"].get("paramKind").is_none(), "{object}");
@@ -146,9 +159,9 @@ fn the_component_is_cluster_scoped_and_its_writer_list_is_one_patch() {
     assert_eq!(*policy, policies::pvc_health_writers(&[monitor]));
 }
 
-/// The native mode overlays (and so their one-file installs) are the generated policies and
-/// the bindings of their action, nothing more: `overlays/native` with Deny, `native-warn`
-/// with the component's `bindings-warn.yaml`.
+/// The native mode overlays (and so their one-file installs) are the generated policies, the
+/// bindings of their action and the repair bindings, nothing more: `overlays/native` with
+/// Deny, `native-warn` with the component's `bindings-warn.yaml`.
 #[test]
 fn the_native_overlays_are_the_policies_and_their_bindings() {
     let manifests = Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests");
@@ -174,6 +187,7 @@ fn the_native_overlays_are_the_policies_and_their_bindings() {
         let mut expected: Vec<String> = policies::policies(&[])
             .iter()
             .chain(&policies::bindings(action))
+            .chain(&policies::repair_bindings())
             .map(key)
             .collect();
         rendered.sort();

@@ -70,8 +70,9 @@ pub struct PoliciesArgs {
     /// takes them, written into the writer list's policy; not given: any user but nodes.
     #[arg(long, env = "VOLUME_HEALTH_POLICIES_PVC_HEALTH_WRITERS", value_delimiter = ',', value_parser = writer)]
     pub pvc_health_writers: Vec<String>,
-    /// The directory the static manifests (the validating policies and their bindings, for
-    /// an apiserver's `staticManifestsDir`) and their AdmissionConfiguration are written into.
+    /// The directory the static manifests (the validating and repair policies and their
+    /// bindings, one folder each for an apiserver's `staticManifestsDir`) and their
+    /// AdmissionConfiguration are written into.
     #[arg(
         long,
         env = "VOLUME_HEALTH_POLICIES_STATIC_OUT_DIR",

@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 
 use http::Method;
 use serde_json::{Value, json};
+use volume_health_validation::HealthResource;
 
 pub use probe::ProbeError;
 pub use report::{EntryCheck, Outcome, Report, Seen, Status};
@@ -175,8 +176,26 @@ async fn run(
     let identity = probe.write(api, Write::CsiNodeIndistinct).await?;
     let writers = probe.write(api, Write::ClaimValid).await?;
     entries.extend(static_bindings(&[&identity, &writers]));
+    // A repair binding shows in what is stored of a write it repairs: a pair of one identity.
+    let repairs = if installed
+        .bindings
+        .iter()
+        .any(|b| repaired_resource(&b.policy).is_some())
+    {
+        Some((
+            probe.write(api, Write::ClaimDuplicate).await?,
+            probe.write(api, Write::CsiNodeRepair).await?,
+        ))
+    } else {
+        None
+    };
     for binding in &installed.bindings {
-        let check = check_binding(binding, &identity, &writers);
+        let check = match (repaired_resource(&binding.policy), &repairs) {
+            (Some(resource), Some((claim, csinode))) => {
+                check_repair_binding(binding, resource, claim, csinode)
+            }
+            _ => check_binding(binding, &identity, &writers),
+        };
         if check.outcome == Outcome::Failed {
             hints.push(format!(
                 "binding {} could not be configured (its parameters are missing?): while it \
@@ -421,7 +440,7 @@ fn shown(answer: &Answer, name: &str, write: Write) -> Option<Called> {
                 return Some(Called::Answered(Shown::Dropped(w)));
             }
         }
-        Write::CsiNodeIndistinct => {
+        Write::CsiNodeIndistinct | Write::CsiNodeRepair => {
             // warn mode: the denial's own strings. A policy's warnings name the policy, and
             // a repair entry's name its repair.
             let warned = answer.warnings.iter().find(|w| {
@@ -473,6 +492,57 @@ fn static_bindings(answers: &[&Answer]) -> Vec<EntryCheck> {
         }
     }
     found
+}
+
+/// The resource whose repair policy `policy` is, if it is one.
+fn repaired_resource(policy: &str) -> Option<HealthResource> {
+    HealthResource::ALL
+        .into_iter()
+        .find(|r| volume_health_policies::repair_name(*r) == policy)
+}
+
+/// A repair binding's line, from what was stored of a write of a pair of one identity: the
+/// claim's for claims, the CSINode's for CSINodes. No pod is probed (`verify` stores none):
+/// the pods' binding stands on the claim's answer, made by the same kind of policy.
+fn check_repair_binding(
+    binding: &Binding,
+    resource: HealthResource,
+    claim: &Answer,
+    csinode: &Answer,
+) -> EntryCheck {
+    let (answer, list) = match resource {
+        HealthResource::CsiNodes => (csinode, "/status/storageHealth/0/healthConditions"),
+        _ => (claim, "/status/healthStatus/healthConditions"),
+    };
+    let stored = answer
+        .body
+        .pointer(list)
+        .and_then(Value::as_array)
+        .map(Vec::len);
+    let (outcome, evidence) = if !answer.succeeded() {
+        (
+            Outcome::Unshown,
+            format!("the probe write was refused: {}", answer.message()),
+        )
+    } else if stored == Some(1) {
+        let what = "repaired the probe write: two conditions of one identity stored as one";
+        let evidence = match resource {
+            HealthResource::Pods => format!("{what} (no pod is probed: the claim's write)"),
+            _ => what.to_owned(),
+        };
+        (Outcome::Answered, evidence)
+    } else {
+        (
+            Outcome::Unshown,
+            "the probe write was stored unrepaired".to_owned(),
+        )
+    };
+    EntryCheck {
+        kind: binding.kind.to_owned(),
+        name: binding.name.clone(),
+        outcome,
+        evidence,
+    }
 }
 
 /// A policy binding's line, from the answers to the writes its policy refuses.

@@ -9,6 +9,8 @@
 use http::Method;
 use serde_json::{Value, json};
 
+use volume_health_policies::MAX_REPAIRED_ENTRIES;
+
 use crate::apiserver::{Answer, Apiserver, RequestError};
 
 /// The label of everything `verify` stores; its value is the run's suffix.
@@ -39,8 +41,11 @@ pub(crate) enum Write {
     /// A valid `healthStatus` on the claim: only a writer list refuses it.
     ClaimValid,
     /// A CSINode driver entry with two conditions nothing tells apart: in-tree accepts it,
-    /// this project's rule refuses it (repair keeps the first).
+    /// this project's rule refuses it (repair keeps the first). Past it, more valid driver
+    /// entries than the repair policies read, so that the identity policy sees the pair.
     CsiNodeIndistinct,
+    /// The same pair alone, which repair keeps one of.
+    CsiNodeRepair,
 }
 
 impl Probe {
@@ -113,7 +118,7 @@ impl Probe {
                 "/api/v1/namespaces/{}/persistentvolumeclaims/{}/status",
                 self.namespace, self.name
             ),
-            Write::CsiNodeIndistinct => {
+            Write::CsiNodeIndistinct | Write::CsiNodeRepair => {
                 format!("/apis/storage.k8s.io/v1/csinodes/{}/status", self.name)
             }
         };
@@ -180,10 +185,23 @@ fn patch(write: Write) -> Value {
             condition("Degraded", "first"), condition("Degraded", "second")]}}}),
         Write::ClaimValid => json!({"status": {"healthStatus": {"healthConditions": [
             condition("Degraded", "probe")]}}}),
-        Write::CsiNodeIndistinct => json!({"status": {"storageHealth": [{
-            "name": "verify.volume-health.github.io",
-            "healthConditions": [condition("StorageDegraded", "first"), condition("StorageDegraded", "second")]}]}}),
+        Write::CsiNodeRepair => json!({"status": {"storageHealth": [pair()]}}),
+        Write::CsiNodeIndistinct => {
+            let padding = (0..MAX_REPAIRED_ENTRIES).map(|i| {
+                json!({"name": format!("pad-{i}.verify.volume-health.github.io"),
+                    "healthConditions": [condition("StorageDegraded", "padding")]})
+            });
+            json!({"status": {"storageHealth": std::iter::once(pair()).chain(padding).collect::<Vec<_>>()}})
+        }
     }
+}
+
+/// A CSINode driver entry with two conditions nothing tells apart.
+fn pair() -> Value {
+    let condition =
+        |message: &str| json!({"status": "StorageDegraded", "reason": REASON, "message": message});
+    json!({"name": "verify.volume-health.github.io",
+        "healthConditions": [condition("first"), condition("second")]})
 }
 
 /// Why a probe object could not be stored.
@@ -236,12 +254,19 @@ mod tests {
             Some(1)
         );
 
-        let indistinct = patch(Write::CsiNodeIndistinct);
-        let entry = &indistinct["status"]["storageHealth"][0];
-        assert_eq!(
-            entry["healthConditions"][0]["reason"],
-            entry["healthConditions"][1]["reason"]
-        );
-        assert!(entry["healthConditions"][0].get("accessMode").is_none());
+        for write in [Write::CsiNodeIndistinct, Write::CsiNodeRepair] {
+            let indistinct = patch(write);
+            let entry = &indistinct["status"]["storageHealth"][0];
+            assert_eq!(
+                entry["healthConditions"][0]["reason"],
+                entry["healthConditions"][1]["reason"]
+            );
+            assert!(entry["healthConditions"][0].get("accessMode").is_none());
+        }
+        // The identity probe is past what the repair policies read.
+        let entries = patch(Write::CsiNodeIndistinct)["status"]["storageHealth"]
+            .as_array()
+            .map(Vec::len);
+        assert_eq!(entries, Some(MAX_REPAIRED_ENTRIES + 1));
     }
 }

@@ -268,3 +268,53 @@ fn the_mode_names_what_is_installed() {
         "only static policies answered"
     );
 }
+
+/// A repair binding answered when what was stored of its write holds one of the pair; the
+/// pods' binding reads the claim's write.
+#[test]
+fn a_repair_binding_shows_in_what_is_stored() {
+    let stored = |body: Value| Answer {
+        code: 200,
+        warnings: Vec::new(),
+        body,
+    };
+    let condition = json!({"status": "Degraded", "reason": "VolumeHealthVerify"});
+    let claim_repaired =
+        stored(json!({"status": {"healthStatus": {"healthConditions": [condition.clone()]}}}));
+    let claim_as_sent = stored(
+        json!({"status": {"healthStatus": {"healthConditions": [condition.clone(), condition.clone()]}}}),
+    );
+    let node_repaired = stored(
+        json!({"status": {"storageHealth": [{"name": "d", "healthConditions": [condition]}]}}),
+    );
+    let refused = answer(
+        422,
+        "PersistentVolumeClaim \"n\" is invalid: Duplicate value",
+        &[],
+    );
+    for resource in HealthResource::ALL {
+        let name = volume_health_policies::repair_name(resource);
+        assert_eq!(repaired_resource(&name), Some(resource));
+        let binding = Binding {
+            kind: "MutatingAdmissionPolicyBinding",
+            name: name.clone(),
+            policy: name,
+            actions: Vec::new(),
+        };
+        let (repaired, as_sent) = match resource {
+            HealthResource::CsiNodes => (&node_repaired, &claim_repaired),
+            _ => (&claim_repaired, &node_repaired),
+        };
+        let (claim, csinode) = match resource {
+            HealthResource::CsiNodes => (as_sent, repaired),
+            _ => (repaired, as_sent),
+        };
+        let check = check_repair_binding(&binding, resource, claim, csinode);
+        assert_eq!(check.outcome, Outcome::Answered, "{check:?}");
+        let check = check_repair_binding(&binding, resource, &claim_as_sent, &refused);
+        assert_eq!(check.outcome, Outcome::Unshown, "{check:?}");
+        let check = check_repair_binding(&binding, resource, &refused, &claim_as_sent);
+        assert_eq!(check.outcome, Outcome::Unshown, "{check:?}");
+    }
+    assert_eq!(repaired_resource("volume-health-drop-pods"), None);
+}
