@@ -1,8 +1,8 @@
 //! The static policies (`volume-health-webhook policies` writes them to
 //! `manifests/static-policies`) on a real kube-apiserver v1.37.2 started with their
 //! AdmissionConfiguration: the rules answer the first write after the apiserver is ready, the
-//! objects cannot be deleted through the API, the rules still answer after a try, and
-//! `verify` finds them by their answers. Slow, so ignored: `make e2e` runs it.
+//! repair policy repairs the next, the objects cannot be deleted through the API, the rules
+//! still answer after a try, and `verify` finds them by their answers. Slow, so ignored: `make e2e` runs it.
 
 // Test helpers unwrap: a panic here is a failed test with its location.
 #![allow(clippy::unwrap_used)]
@@ -14,13 +14,22 @@ use volume_health_policies::{self as policies, Action};
 use volume_health_tests::cluster::{Cluster, ClusterOptions, Identity, bin_dir, webhook_binary};
 
 /// A CSINode status write whose driver entry has two conditions nothing tells apart: the
-/// identity rule refuses it for a writer other than a node.
-async fn indistinct_write(cluster: &Cluster, name: &str) -> Result<(u16, Value)> {
+/// identity rule refuses it for a writer other than a node. `padded`: with more driver entries
+/// than the repair policy reads, which leaves the pair to the identity rule; otherwise repair
+/// keeps the first.
+async fn indistinct_write(cluster: &Cluster, name: &str, padded: bool) -> Result<(u16, Value)> {
     let path = format!("/apis/storage.k8s.io/v1/csinodes/{name}");
     let (_, mut csinode) = cluster.api.send(Method::GET, &path, None, None).await?;
-    csinode["status"] = json!({"storageHealth": [{"name": "csi.example.com", "healthConditions": [
+    let mut entries = vec![json!({"name": "csi.example.com", "healthConditions": [
         {"status": "StorageDegraded", "reason": "PoolFull", "message": "a"},
-        {"status": "StorageDegraded", "reason": "PoolFull", "message": "b"}]}]});
+        {"status": "StorageDegraded", "reason": "PoolFull", "message": "b"}]})];
+    if padded {
+        entries.extend((0..policies::MAX_REPAIRED_ENTRIES).map(|i| {
+            json!({"name": format!("pad-{i}.example.com"), "healthConditions": [
+                {"status": "StorageDegraded", "reason": "PoolFull"}]})
+        }));
+    }
+    csinode["status"] = json!({"storageHealth": entries});
     cluster
         .api
         .send(Method::PUT, &format!("{path}/status"), Some(&csinode), None)
@@ -68,7 +77,7 @@ async fn static_policies_answer_from_the_start_and_cannot_be_deleted() -> Result
         policies::storage_condition_identity_name(),
         policies::STATIC_SUFFIX
     );
-    let (code, body) = indistinct_write(&cluster, "node-1").await?;
+    let (code, body) = indistinct_write(&cluster, "node-1", true).await?;
     assert_eq!(code, 422, "{body}");
     assert!(
         body["message"].as_str().unwrap().contains(&identity),
@@ -78,6 +87,13 @@ async fn static_policies_answer_from_the_start_and_cannot_be_deleted() -> Result
         "ok   the first write is refused by the static policy: {}",
         body["message"]
     );
+    // Within the repair policy's bound, the static repair policy keeps the first of the pair.
+    let (code, body) = indistinct_write(&cluster, "node-1", false).await?;
+    assert_eq!(code, 200, "{body}");
+    let stored = &body["status"]["storageHealth"][0]["healthConditions"];
+    assert_eq!(stored.as_array().map(Vec::len), Some(1), "{body}");
+    assert_eq!(stored[0]["message"], "a", "{body}");
+    eprintln!("ok   the next, within the bound, is repaired by the static repair policy");
 
     // Not objects of the API: a delete of the binding finds nothing to delete, and a binding
     // of that name cannot be made there either.
@@ -109,7 +125,7 @@ async fn static_policies_answer_from_the_start_and_cannot_be_deleted() -> Result
         body["message"]
     );
 
-    let (code, body) = indistinct_write(&cluster, "node-1").await?;
+    let (code, body) = indistinct_write(&cluster, "node-1", true).await?;
     assert_eq!(code, 422, "{body}");
     assert!(
         body["message"].as_str().unwrap().contains(&identity),

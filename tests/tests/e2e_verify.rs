@@ -361,7 +361,8 @@ fn kubectl(kubeconfig: &Path, args: &[&str]) -> String {
 
 /// Native mode as the README installs it, one command in and one out: the shipped overlay's
 /// Warn bindings answer (the identity rule warns; the writer list, empty, lets verify's own
-/// write through, so its answer is not shown: exit 3), and after the delete nothing is left.
+/// write through, so its answer is not shown: exit 3), its repair bindings repair, and after
+/// the delete nothing is left.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "starts kube-apiserver and etcd: `make e2e`"]
 async fn native_mode_installs_and_uninstalls_in_one_command_each() -> Result<()> {
@@ -403,6 +404,18 @@ async fn native_mode_installs_and_uninstalls_in_one_command_each() -> Result<()>
     );
     let writers = entries_named(&report, "volume-health-pvc-health-writers-warn");
     assert_eq!(writers["outcome"], "unshown", "{report:#}");
+    // The overlay repairs: each repair binding shows in what is stored of its probe write.
+    for resource in volume_health_validation::HealthResource::ALL {
+        let repair = entries_named(&report, &volume_health_policies::repair_name(resource));
+        assert_eq!(repair["outcome"], "answered", "{report:#}");
+        assert!(
+            repair["evidence"]
+                .as_str()
+                .unwrap()
+                .starts_with("repaired the probe write"),
+            "{report:#}"
+        );
+    }
 
     kubectl(
         &kubeconfig,
