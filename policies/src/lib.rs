@@ -660,16 +660,18 @@ pub fn bindings(action: Action) -> Vec<Value> {
 pub fn drop_on_save_bindings() -> Vec<Value> {
     HealthResource::ALL
         .iter()
-        .map(|resource| {
-            let policy = drop_on_save_name(*resource);
-            json!({
-                "apiVersion": "admissionregistration.k8s.io/v1",
-                "kind": "MutatingAdmissionPolicyBinding",
-                "metadata": {"name": policy, "labels": labels()},
-                "spec": {"policyName": policy},
-            })
-        })
+        .map(|resource| mutating_binding(&drop_on_save_name(*resource)))
         .collect()
+}
+
+/// The binding of the mutating policy `policy`, of its name: bound, it applies everywhere.
+fn mutating_binding(policy: &str) -> Value {
+    json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingAdmissionPolicyBinding",
+        "metadata": {"name": policy, "labels": labels()},
+        "spec": {"policyName": policy},
+    })
 }
 
 /// Objects as one YAML stream, with the generator's header.

@@ -32,7 +32,7 @@ use volume_health_validation::rules::{
     VOLUME_HEALTH_STATUSES, VOLUME_MODES,
 };
 
-use super::{PREFIX, labels, lit, resource_rules};
+use super::{PREFIX, labels, lit, mutating_binding, resource_rules};
 
 /// The most entries of a pod's or a CSINode's report the policies repair.
 pub const MAX_REPAIRED_ENTRIES: usize = 64;
@@ -418,15 +418,7 @@ pub fn repair_policies() -> Vec<Value> {
 pub fn repair_bindings() -> Vec<Value> {
     HealthResource::ALL
         .iter()
-        .map(|resource| {
-            let policy = repair_name(*resource);
-            json!({
-                "apiVersion": "admissionregistration.k8s.io/v1",
-                "kind": "MutatingAdmissionPolicyBinding",
-                "metadata": {"name": policy, "labels": labels()},
-                "spec": {"policyName": policy},
-            })
-        })
+        .map(|resource| mutating_binding(&repair_name(*resource)))
         .collect()
 }
 

@@ -44,24 +44,6 @@ const DRIVER: &str = "csi.example.com";
 /// The label the native bindings select pods by.
 const NATIVE_LABEL: &str = "volume-health.example/native-policies";
 
-/// Creates `object` (a policy or a binding) through the admin client.
-async fn create(cluster: &Cluster, object: &Value) {
-    let plural = match object["kind"].as_str().unwrap() {
-        "MutatingAdmissionPolicy" => "mutatingadmissionpolicies",
-        "MutatingAdmissionPolicyBinding" => "mutatingadmissionpolicybindings",
-        "ValidatingAdmissionPolicy" => "validatingadmissionpolicies",
-        "ValidatingAdmissionPolicyBinding" => "validatingadmissionpolicybindings",
-        other => panic!("no path for {other}"),
-    };
-    let path = format!("/apis/admissionregistration.k8s.io/v1/{plural}");
-    let (code, body) = cluster
-        .api
-        .send(hyper::Method::POST, &path, Some(object), None)
-        .await
-        .unwrap();
-    assert_eq!(code, 201, "{body}");
-}
-
 /// Every generated policy, and the bindings with `Deny`; the drop-on-save and repair bindings
 /// select the labelled pods only.
 async fn bind_native(cluster: &Cluster) {
@@ -69,7 +51,7 @@ async fn bind_native(cluster: &Cluster) {
         .iter()
         .chain(&policies::bindings(Action::Deny))
     {
-        create(cluster, object).await;
+        cluster.create_policy(object).await.unwrap();
     }
     for mut binding in policies::drop_on_save_bindings()
         .into_iter()
@@ -77,7 +59,7 @@ async fn bind_native(cluster: &Cluster) {
     {
         binding["spec"]["matchResources"] =
             json!({"objectSelector": {"matchLabels": {NATIVE_LABEL: "true"}}});
-        create(cluster, &binding).await;
+        cluster.create_policy(&binding).await.unwrap();
     }
 }
 

@@ -31,7 +31,7 @@ use volume_health_validation::{AdmissionRequest, HealthResource, Operation, Sett
 use e2e_support::{Answer, Replay};
 use volume_health_tests::cluster::{
     Cluster, ClusterOptions, ControllerManager, NAMESPACE_CONTROLLER, POLICY_STATUS_CONTROLLER,
-    PV_BINDER_CONTROLLER, bin_dir,
+    PV_BINDER_CONTROLLER, bin_dir, policy_collection,
 };
 use volume_health_tests::phases::Phases;
 
@@ -54,17 +54,6 @@ const COST_FLOOR_LONG_REASON_ENTRIES: usize = 274;
 /// How long a write of the largest CSINode may take, the policies evaluated.
 const FLOOR_TIME: Duration = Duration::from_secs(10);
 
-fn policy_path(kind: &str) -> String {
-    let plural = match kind {
-        "MutatingAdmissionPolicy" => "mutatingadmissionpolicies",
-        "MutatingAdmissionPolicyBinding" => "mutatingadmissionpolicybindings",
-        "ValidatingAdmissionPolicy" => "validatingadmissionpolicies",
-        "ValidatingAdmissionPolicyBinding" => "validatingadmissionpolicybindings",
-        other => panic!("no path for {other}"),
-    };
-    format!("/apis/admissionregistration.k8s.io/v1/{plural}")
-}
-
 async fn create(cluster: &Cluster, object: &Value) {
     let path = match object["kind"].as_str().unwrap() {
         "ConfigMap" => format!(
@@ -75,7 +64,7 @@ async fn create(cluster: &Cluster, object: &Value) {
         "CSINode" => "/apis/storage.k8s.io/v1/csinodes".to_owned(),
         "ClusterRole" => "/apis/rbac.authorization.k8s.io/v1/clusterroles".to_owned(),
         "ClusterRoleBinding" => "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings".to_owned(),
-        kind => policy_path(kind),
+        kind => policy_collection(kind),
     };
     let (code, body) = cluster
         .api
@@ -519,7 +508,7 @@ async fn type_checking(cluster: &Cluster, controller: &mut ControllerManager) {
     for name in names {
         loop {
             controller.check_running().unwrap();
-            let path = format!("{}/{name}", policy_path("ValidatingAdmissionPolicy"));
+            let path = format!("{}/{name}", policy_collection("ValidatingAdmissionPolicy"));
             let (_, policy) = cluster
                 .api
                 .send(Method::GET, &path, None, None)
@@ -973,17 +962,7 @@ async fn wait_dropping(cluster: &Cluster, resource: HealthResource, ns: &str) {
 /// Deletes the validating bindings with `from` and creates those with `to`.
 async fn swap_bindings(cluster: &Cluster, from: Action, to: Action) {
     for binding in policies::bindings(from) {
-        let path = format!(
-            "{}/{}",
-            policy_path("ValidatingAdmissionPolicyBinding"),
-            binding["metadata"]["name"].as_str().unwrap()
-        );
-        let (code, body) = cluster
-            .api
-            .send(Method::DELETE, &path, None, None)
-            .await
-            .unwrap();
-        assert_eq!(code, 200, "{body}");
+        cluster.delete_policy(&binding).await.unwrap();
     }
     for binding in policies::bindings(to) {
         create(cluster, &binding).await;
@@ -994,7 +973,7 @@ async fn swap_bindings(cluster: &Cluster, from: Action, to: Action) {
 async fn replace(cluster: &Cluster, object: &Value) {
     let path = format!(
         "{}/{}",
-        policy_path(object["kind"].as_str().unwrap()),
+        policy_collection(object["kind"].as_str().unwrap()),
         object["metadata"]["name"].as_str().unwrap()
     );
     let (code, current) = cluster

@@ -16,7 +16,6 @@
 
 use std::time::{Duration, Instant};
 
-use hyper::Method;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::{CSINode, StorageHealth};
 use kube::api::{Api, PostParams};
@@ -423,40 +422,15 @@ async fn past_the_bound(cluster: &Cluster, admin: &kube::Client) {
     );
 }
 
-/// The API path of an admission policy or binding.
-fn policy_path(object: &Value) -> String {
-    let plural = match object["kind"].as_str().unwrap() {
-        "MutatingAdmissionPolicy" => "mutatingadmissionpolicies",
-        "MutatingAdmissionPolicyBinding" => "mutatingadmissionpolicybindings",
-        other => panic!("no path for {other}"),
-    };
-    format!("/apis/admissionregistration.k8s.io/v1/{plural}")
-}
-
 async fn create_all(cluster: &Cluster, objects: &[Value]) {
     for object in objects {
-        let (code, body) = cluster
-            .api
-            .send(Method::POST, &policy_path(object), Some(object), None)
-            .await
-            .unwrap();
-        assert_eq!(code, 201, "creating {}: {body}", object["metadata"]["name"]);
+        cluster.create_policy(object).await.unwrap();
     }
 }
 
 async fn unbind_repair_policies(cluster: &Cluster) {
     for binding in policies::repair_bindings() {
-        let path = format!(
-            "{}/{}",
-            policy_path(&binding),
-            binding["metadata"]["name"].as_str().unwrap()
-        );
-        let (code, body) = cluster
-            .api
-            .send(Method::DELETE, &path, None, None)
-            .await
-            .unwrap();
-        assert_eq!(code, 200, "{body}");
+        cluster.delete_policy(&binding).await.unwrap();
     }
     // The apiserver's policy informer drops a binding shortly after its deletion.
     tokio::time::sleep(Duration::from_secs(2)).await;

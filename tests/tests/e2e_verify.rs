@@ -266,18 +266,6 @@ async fn verify_tells_a_good_install_from_a_broken_one() -> Result<()> {
     Ok(())
 }
 
-/// Where an object of the native install is created.
-fn collection(object: &Value) -> String {
-    let plural = match object["kind"].as_str().unwrap() {
-        "MutatingAdmissionPolicy" => "mutatingadmissionpolicies",
-        "ValidatingAdmissionPolicy" => "validatingadmissionpolicies",
-        "MutatingAdmissionPolicyBinding" => "mutatingadmissionpolicybindings",
-        "ValidatingAdmissionPolicyBinding" => "validatingadmissionpolicybindings",
-        other => panic!("no path for {other}"),
-    };
-    format!("/apis/admissionregistration.k8s.io/v1/{plural}")
-}
-
 /// Runs `verify` until it exits with `code` (a new policy, or a param deleted, takes the
 /// apiserver a moment to load): the last report.
 async fn verify_until(kubeconfig: &Path, code: i32) -> Result<Value> {
@@ -312,11 +300,7 @@ async fn verify_answers_native_mode() -> Result<()> {
         .chain(policies::bindings(Action::Deny))
         .collect();
     for object in &objects {
-        let (code, body) = cluster
-            .api
-            .send(Method::POST, &collection(object), Some(object), None)
-            .await?;
-        assert_eq!(code, 201, "{body}");
+        cluster.create_policy(object).await?;
     }
     let kubeconfig = cluster.kubeconfig(Identity::Admin)?;
 

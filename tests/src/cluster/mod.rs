@@ -38,6 +38,18 @@ pub use shipped::{REPAIR_ENV, WRITERS_ENV, manifests_dir, shipped_writer_list};
 pub use webhooks::{Role, WebhookServer};
 pub use writes::{Written, patch_retrying};
 
+/// The API collection of an admission policy or binding of `kind`.
+pub fn policy_collection(kind: &str) -> String {
+    let plural = match kind {
+        "MutatingAdmissionPolicy" => "mutatingadmissionpolicies",
+        "MutatingAdmissionPolicyBinding" => "mutatingadmissionpolicybindings",
+        "ValidatingAdmissionPolicy" => "validatingadmissionpolicies",
+        "ValidatingAdmissionPolicyBinding" => "validatingadmissionpolicybindings",
+        other => panic!("{other} is not an admission policy or binding"),
+    };
+    format!("/apis/admissionregistration.k8s.io/v1/{plural}")
+}
+
 /// A cold kube-apiserver on a loaded 2-core machine needs some 20 s to be ready.
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -347,6 +359,37 @@ impl Cluster {
     /// The cluster's CA.
     pub fn pki(&self) -> &Pki {
         &self.pki
+    }
+
+    /// Creates the admission policy or binding `object` as the admin; fails unless it is
+    /// created.
+    pub async fn create_policy(&self, object: &Value) -> Result<()> {
+        let kind = object["kind"].as_str().unwrap_or_default();
+        let (code, body) = self
+            .api
+            .send(Method::POST, &policy_collection(kind), Some(object), None)
+            .await?;
+        if code != 201 {
+            bail!(
+                "creating {} {}: {code} {body}",
+                kind,
+                object["metadata"]["name"]
+            );
+        }
+        Ok(())
+    }
+
+    /// Deletes the admission policy or binding `object` names, as the admin; fails unless it
+    /// is deleted.
+    pub async fn delete_policy(&self, object: &Value) -> Result<()> {
+        let kind = object["kind"].as_str().unwrap_or_default();
+        let name = object["metadata"]["name"].as_str().unwrap_or_default();
+        let path = format!("{}/{name}", policy_collection(kind));
+        let (code, body) = self.api.send(Method::DELETE, &path, None, None).await?;
+        if code != 200 {
+            bail!("deleting {kind} {name}: {code} {body}");
+        }
+        Ok(())
     }
 
     /// Writes `object` under `key` straight into etcd, through its JSON gateway.
