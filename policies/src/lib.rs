@@ -718,30 +718,42 @@ mod tests {
             Action::Deny,
             "/etc/kubernetes/volume-health/static-policies/",
         );
-        let (path, text) = &files[0];
-        assert_eq!(path, "validating/volume-health.yaml");
-        assert!(
-            !text.starts_with("---") && !text.contains("regenerate.\n---"),
-            "{text}"
-        );
-        let objects: Vec<Value> = text
-            .split("\n---\n")
-            .map(|doc| serde_yaml::from_str(doc).unwrap())
-            .collect();
-        assert_eq!(objects.len(), 4);
-        for object in &objects {
-            let name = object["metadata"]["name"].as_str().unwrap();
-            assert!(name.ends_with(STATIC_SUFFIX), "{name}");
-            if let Some(policy) = object["spec"]["policyName"].as_str() {
-                assert!(policy.ends_with(STATIC_SUFFIX), "{policy}");
-                assert!(objects.iter().any(|o| o["metadata"]["name"] == policy));
+        // The validating policies and their bindings, then the repair policies and theirs.
+        for ((path, text), (folder, count)) in files
+            .iter()
+            .zip([(STATIC_VALIDATING_DIR, 4), (STATIC_MUTATING_DIR, 6)])
+        {
+            assert_eq!(*path, format!("{folder}/volume-health.yaml"));
+            assert!(
+                !text.starts_with("---") && !text.contains("regenerate.\n---"),
+                "{text}"
+            );
+            let objects: Vec<Value> = text
+                .split("\n---\n")
+                .map(|doc| serde_yaml::from_str(doc).unwrap())
+                .collect();
+            assert_eq!(objects.len(), count, "{path}");
+            for object in &objects {
+                let name = object["metadata"]["name"].as_str().unwrap();
+                assert!(name.ends_with(STATIC_SUFFIX), "{name}");
+                if let Some(policy) = object["spec"]["policyName"].as_str() {
+                    assert!(policy.ends_with(STATIC_SUFFIX), "{policy}");
+                    assert!(objects.iter().any(|o| o["metadata"]["name"] == policy));
+                }
+                assert!(object["spec"].get("paramKind").is_none());
+                assert!(object["spec"].get("paramRef").is_none());
             }
-            assert!(object["spec"].get("paramKind").is_none());
-            assert!(object["spec"].get("paramRef").is_none());
         }
-        assert!(files[1].1.contains(
-            "staticManifestsDir: /etc/kubernetes/volume-health/static-policies/validating\n"
-        ));
+        let (path, configuration) = &files[2];
+        assert_eq!(path, "admission-configuration.yaml");
+        for folder in [STATIC_VALIDATING_DIR, STATIC_MUTATING_DIR] {
+            assert!(
+                configuration.contains(&format!(
+                    "staticManifestsDir: /etc/kubernetes/volume-health/static-policies/{folder}\n"
+                )),
+                "{configuration}"
+            );
+        }
     }
 
     #[test]
