@@ -5,6 +5,7 @@ pub mod baseline;
 pub mod bench_requests;
 pub mod cluster;
 pub mod drivers;
+pub mod kustomize;
 pub mod phases;
 pub mod prom;
 pub mod seeded;

@@ -2,9 +2,9 @@
 
 use std::path::Path;
 
-use serde::Deserialize;
 use serde_json::Value;
 use volume_health_policies as policies;
+use volume_health_tests::kustomize::kustomize;
 
 /// Each of `files` equals its committed copy under `manifests/<dir>`.
 fn assert_committed(dir: &str, files: Vec<(String, String)>) {
@@ -37,7 +37,7 @@ fn committed_native_policies_are_generated() {
 
 /// `kubectl kustomize` of an overlay, written in the target directory, whose `resources` and
 /// `components` name directories of `manifests/`.
-fn render(resources: &[&str], components: &[&str], extra: &str) -> String {
+fn render(resources: &[&str], components: &[&str], extra: &str) -> Vec<Value> {
     let manifests = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../manifests")
         .canonicalize()
@@ -72,36 +72,19 @@ fn render(resources: &[&str], components: &[&str], extra: &str) -> String {
         list("components", components),
     );
     std::fs::write(overlay.path().join("kustomization.yaml"), kustomization).expect("written");
-    let out = std::process::Command::new("kubectl")
-        .arg("kustomize")
-        .arg(overlay.path())
-        .output()
-        .expect("kubectl on PATH");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("UTF-8")
-}
-
-fn documents(text: &str) -> Vec<Value> {
-    serde_yaml::Deserializer::from_str(text)
-        .map(|d| Value::deserialize(d).expect("YAML"))
-        .filter(|d| !d.is_null())
-        .collect()
+    kustomize(overlay.path())
 }
 
 /// An overlay with the component renders the policies, their Deny bindings and the repair
 /// policies' bindings beside what the overlay had.
 #[test]
 fn the_component_renders_in_an_overlay() {
-    let text = render(
+    let objects = render(
         &["overlays/cert-manager"],
         &["components/native-policies"],
         "",
     );
-    let count = |kind: &str| text.matches(&format!("\nkind: {kind}\n")).count();
+    let count = |kind: &str| objects.iter().filter(|o| o["kind"] == kind).count();
     assert_eq!(
         count("MutatingAdmissionPolicy"),
         6,
@@ -119,7 +102,7 @@ fn the_component_renders_in_an_overlay() {
         names
     };
     assert_eq!(
-        names(&documents(&text)),
+        names(&objects),
         names(&policies::repair_bindings()),
         "repair is bound, drop on save stays unbound"
     );
@@ -132,7 +115,7 @@ fn the_component_renders_in_an_overlay() {
 /// `policies --pvc-health-writers` writes it.
 #[test]
 fn the_component_is_cluster_scoped_and_its_writer_list_is_one_patch() {
-    let objects = documents(&render(&[], &["components/native-policies"], ""));
+    let objects = render(&[], &["components/native-policies"], "");
     assert_eq!(objects.len(), 13, "6 + 2 policies, 2 + 3 bindings");
     for object in &objects {
         assert!(object["metadata"].get("namespace").is_none(), "{object}");
@@ -151,7 +134,7 @@ fn the_component_is_cluster_scoped_and_its_writer_list_is_one_patch() {
         docs.contains(&patch),
         "docs/native-policies.md shows this patch"
     );
-    let patched = documents(&render(&[], &["components/native-policies"], &patch));
+    let patched = render(&[], &["components/native-policies"], &patch);
     let policy = patched
         .iter()
         .find(|o| o["metadata"]["name"] == policies::pvc_health_writers_name())
@@ -169,18 +152,8 @@ fn the_native_overlays_are_the_policies_and_their_bindings() {
         ("overlays/native", policies::Action::Deny),
         ("overlays/native-warn", policies::Action::Warn),
     ] {
-        let out = std::process::Command::new("kubectl")
-            .arg("kustomize")
-            .arg(manifests.join(overlay))
-            .output()
-            .expect("kubectl on PATH");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
         let key = |o: &Value| serde_json::to_string(o).expect("JSON");
-        let mut rendered: Vec<String> = documents(&String::from_utf8_lossy(&out.stdout))
+        let mut rendered: Vec<String> = kustomize(&manifests.join(overlay))
             .iter()
             .map(key)
             .collect();

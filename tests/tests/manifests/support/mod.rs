@@ -6,12 +6,9 @@ pub(crate) mod server;
 
 use std::collections::BTreeSet;
 use std::fs;
-use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 
-use serde::Deserialize;
 use serde_json::Value;
 
 /// The kustomizations under `manifests/`, relative to it. A kustomization added there
@@ -314,32 +311,14 @@ fn copy_tree(from: &Path, to: &Path) {
     }
 }
 
-/// Runs `kubectl kustomize DIR` and parses its output.
-pub(crate) fn kustomize(dir: &Path) -> Vec<Value> {
-    let output = match Command::new("kubectl").arg("kustomize").arg(dir).output() {
-        Ok(output) => output,
-        Err(e) if e.kind() == ErrorKind::NotFound => panic!(
-            "kubectl is required to render the manifests (`kubectl kustomize`), but it is not on PATH; \
-             install kubectl to run these tests"
-        ),
-        Err(e) => panic!("running kubectl kustomize {}: {e}", dir.display()),
-    };
-    assert!(
-        output.status.success(),
-        "kubectl kustomize {} failed: {}",
-        dir.display(),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let text = String::from_utf8(output.stdout).expect("kubectl prints UTF-8");
-    parse_yaml_documents(&text, &dir.display().to_string())
-}
+pub(crate) use volume_health_tests::kustomize::kustomize;
 
 /// Parses a file of `manifests/` that is not a kustomization (apiserver and kubelet inputs).
 pub(crate) fn read_manifest(relative: &str) -> Vec<Value> {
     let path = manifests_dir().join(relative);
     let text =
         fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-    parse_yaml_documents(&text, relative)
+    volume_health_tests::kustomize::documents(&text, relative)
 }
 
 /// The only document of a file of `manifests/`.
@@ -347,15 +326,6 @@ pub(crate) fn read_single_manifest(relative: &str) -> Value {
     let mut documents = read_manifest(relative);
     assert_eq!(documents.len(), 1, "{relative}: expected one YAML document");
     documents.remove(0)
-}
-
-fn parse_yaml_documents(text: &str, origin: &str) -> Vec<Value> {
-    serde_yaml::Deserializer::from_str(text)
-        .map(|document| {
-            Value::deserialize(document).unwrap_or_else(|e| panic!("{origin}: invalid YAML: {e}"))
-        })
-        .filter(|document| !document.is_null())
-        .collect()
 }
 
 /// A string field, or a panic naming the field.
