@@ -67,9 +67,12 @@ impl HollowNode {
             logs: cluster.dir().to_owned(),
             root,
         };
-        node.kubelet = Some(start_kubelet(
+        let launcher = Launcher {
             bin,
-            &node.logs,
+            logs: &node.logs,
+            priority: Priority::Control,
+        };
+        node.kubelet = Some(launcher.kubelet(
             &node.kubeconfig,
             name,
             node.root.path(),
@@ -80,9 +83,7 @@ impl HollowNode {
         )?);
         for driver in drivers {
             let health = node.root.path().join(format!("{driver}.json"));
-            let process = start_driver(
-                bin,
-                &node.logs,
+            let process = launcher.driver(
                 &format!("mockcsi-{name}-{driver}"),
                 driver,
                 &[(name, node.root.path())],
@@ -196,8 +197,9 @@ pub struct Served {
     pub at: k8s_openapi::jiff::Timestamp,
 }
 
-/// How many kubelets of a fleet start together: each start costs a burst of CPU (registration,
-/// the first status of the node and of its pods), which a 2-core machine takes in turns.
+/// How many kubelets of a fleet start before it waits for them to be Ready: each start costs a
+/// burst of CPU (registration, the first status of the node and of its pods), which a 2-core
+/// machine takes in turns.
 const FLEET_BATCH: usize = 10;
 
 /// Many hollow nodes with one driver, all of whose node plugins one mock process serves (one
@@ -220,6 +222,9 @@ impl HollowFleet {
     /// Starts `count` kubelets named `<prefix>-<i>` against `cluster`, with `periods`, and one
     /// mock plugin of `driver` for all of them answering `answers`, in batches, and
     /// waits until every node is Ready with the driver registered (within `ready` a batch).
+    /// The kubelets start a probe period over `count` apart, so that their probe timers are
+    /// spread over the period, as on a cluster whose nodes started at different times: a
+    /// storm then reaches them evenly, whenever it begins.
     pub async fn start(
         cluster: &Cluster,
         bin: &Path,
@@ -243,9 +248,12 @@ impl HollowFleet {
             .map(String::as_str)
             .zip(roots.iter().map(tempfile::TempDir::path))
             .collect();
-        let plugin = start_driver(
+        let launcher = Launcher {
             bin,
-            cluster.dir(),
+            logs: cluster.dir(),
+            priority: Priority::Node,
+        };
+        let plugin = launcher.driver(
             &format!("mockcsi-{prefix}-{driver}"),
             driver,
             &nodes,
@@ -263,11 +271,15 @@ impl HollowFleet {
             _answers: dir,
         };
         let mut started = 0;
+        let apart = periods.probe / u32::try_from(count.max(1)).unwrap_or(u32::MAX);
         for batch in names.chunks(FLEET_BATCH) {
             for name in batch {
+                if started > 0 {
+                    tokio::time::sleep(apart).await;
+                }
                 let root = fleet.roots[started].path().to_owned();
                 let kubeconfig = cluster.kubeconfig(Identity::Node(name))?;
-                let kubelet = start_kubelet(bin, cluster.dir(), &kubeconfig, name, &root, periods)?;
+                let kubelet = launcher.kubelet(&kubeconfig, name, &root, periods)?;
                 fleet.lock_kubelets().push(kubelet);
                 started += 1;
             }
@@ -481,58 +493,92 @@ pub struct Periods {
     pub resync: Duration,
 }
 
-/// Starts the hollow kubelet of node `name`, with its files under `root`.
-fn start_kubelet(
-    bin: &Path,
-    logs: &Path,
-    kubeconfig: &Path,
-    name: &str,
-    root: &Path,
-    periods: Periods,
-) -> Result<Process> {
-    Process::start(
-        &format!("kubelet-{name}"),
-        logs,
-        Command::new(bin.join("hollowkubelet"))
-            .arg(format!("--kubeconfig={}", kubeconfig.display()))
-            .arg(format!("--name={name}"))
-            .arg(format!("--root-dir={}", root.display()))
-            .arg(format!("--probe-period={}ms", periods.probe.as_millis()))
-            .arg(format!("--sync-frequency={}ms", periods.resync.as_millis()))
-            // The volume and CSINode managers' lines, not every sync.
-            .arg("--v=2")
-            // One scheduler thread: a real kubelet has its node's cores, while here a hundred
-            // share two, and each one's idle threads spinning for work would take from all.
-            .env("GOMAXPROCS", "1"),
-    )
+/// The CPU priority a node's processes (its kubelet, its driver's plugin) run at.
+#[derive(Clone, Copy, Debug)]
+enum Priority {
+    /// The control plane's: the e2e suites' few nodes, which leave cores to spare.
+    Control,
+    /// Below the control plane's (nice 10): a fleet's. On a real cluster the kubelets run on
+    /// other machines and never take a core from the apiserver or etcd; here a hundred share
+    /// two cores with them, and at the same priority every apiserver thread would wait behind
+    /// them for a time slice.
+    Node,
 }
 
-/// Starts one mock plugin of `driver` for every node in `nodes` (its name and its kubelet's
-/// root directory), answering from `health`, and saying in `served` when each answer was first
-/// given. With many nodes, it logs registrations only.
-fn start_driver(
-    bin: &Path,
-    logs: &Path,
-    process: &str,
-    driver: &str,
-    nodes: &[(&str, &Path)],
-    health: &Path,
-    served: Option<&Path>,
-) -> Result<Process> {
-    let mut command = Command::new(bin.join("mockcsi"));
-    command
-        .arg(format!("--name={driver}"))
-        .arg(format!("--health={}", health.display()));
-    if let Some(served) = served {
-        command.arg(format!("--served={}", served.display()));
+/// Starts a node's processes: the programs of `bin`, logging under `logs`, at `priority`.
+struct Launcher<'a> {
+    bin: &'a Path,
+    logs: &'a Path,
+    priority: Priority,
+}
+
+impl Launcher<'_> {
+    /// A command that runs `program` of `bin` at this launcher's priority (`nice` execs it:
+    /// its process ID is the program's).
+    fn command(&self, program: &str) -> Command {
+        let program = self.bin.join(program);
+        match self.priority {
+            Priority::Control => Command::new(program),
+            Priority::Node => {
+                let mut command = Command::new("nice");
+                command.arg("-n").arg("10").arg(program);
+                command
+            }
+        }
     }
-    for (name, root) in nodes {
-        command.arg(format!("--node={name}={}", root.display()));
+
+    /// Starts the hollow kubelet of node `name`, with its files under `root`.
+    fn kubelet(
+        &self,
+        kubeconfig: &Path,
+        name: &str,
+        root: &Path,
+        periods: Periods,
+    ) -> Result<Process> {
+        Process::start(
+            &format!("kubelet-{name}"),
+            self.logs,
+            self.command("hollowkubelet")
+                .arg(format!("--kubeconfig={}", kubeconfig.display()))
+                .arg(format!("--name={name}"))
+                .arg(format!("--root-dir={}", root.display()))
+                .arg(format!("--probe-period={}ms", periods.probe.as_millis()))
+                .arg(format!("--sync-frequency={}ms", periods.resync.as_millis()))
+                // The volume and CSINode managers' lines, not every sync.
+                .arg("--v=2")
+                // One scheduler thread: a real kubelet has its node's cores, while here a
+                // hundred share two, and each one's idle threads spinning for work would take
+                // from all.
+                .env("GOMAXPROCS", "1"),
+        )
     }
-    if nodes.len() > 1 {
-        command.arg("--quiet");
+
+    /// Starts one mock plugin of `driver` for every node in `nodes` (its name and its
+    /// kubelet's root directory), answering from `health`, and saying in `served` when each
+    /// answer was first given. With many nodes, it logs registrations only.
+    fn driver(
+        &self,
+        process: &str,
+        driver: &str,
+        nodes: &[(&str, &Path)],
+        health: &Path,
+        served: Option<&Path>,
+    ) -> Result<Process> {
+        let mut command = self.command("mockcsi");
+        command
+            .arg(format!("--name={driver}"))
+            .arg(format!("--health={}", health.display()));
+        if let Some(served) = served {
+            command.arg(format!("--served={}", served.display()));
+        }
+        for (name, root) in nodes {
+            command.arg(format!("--node={name}={}", root.display()));
+        }
+        if nodes.len() > 1 {
+            command.arg("--quiet");
+        }
+        Process::start(process, self.logs, &mut command)
     }
-    Process::start(process, logs, &mut command)
 }
 
 /// Replaces a driver's answers file: written beside and renamed, so that no probe reads half.
