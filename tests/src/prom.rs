@@ -132,6 +132,33 @@ pub fn quantile(q: f64, before: &[(f64, f64)], after: &[(f64, f64)]) -> Option<f
     Some(lower.0)
 }
 
+/// The bucket that holds the `q` quantile of what histogram buckets counted from `before` to
+/// `after`, as (lower bound, upper bound), the upper infinite above the last finite bound: the
+/// quantile is somewhere in it, where [`quantile`] places it by interpolation. `None` when
+/// nothing was counted.
+pub fn quantile_bucket(q: f64, before: &[(f64, f64)], after: &[(f64, f64)]) -> Option<(f64, f64)> {
+    let increase = |bound: f64, count: f64| {
+        count
+            - before
+                .iter()
+                .find(|(b, _)| *b == bound)
+                .map_or(0.0, |(_, c)| *c)
+    };
+    let &(last, last_count) = after.last()?;
+    let total = increase(last, last_count);
+    if total <= 0.0 {
+        return None;
+    }
+    let mut lower = 0.0;
+    for &(bound, count) in after {
+        if increase(bound, count) >= q * total {
+            return Some((lower, bound));
+        }
+        lower = bound;
+    }
+    None
+}
+
 /// The smallest bucket bound that holds everything histogram buckets counted from `before` to
 /// `after`: every observation was at most this; `None` when nothing was counted, infinite when
 /// something was above the last finite bound.
@@ -277,6 +304,14 @@ d_bucket{le="+Inf",verb="PUT"} 100
         assert!((median - 0.55).abs() < 1e-9, "{median}");
         let p99 = quantile(0.99, &before, &after).unwrap();
         assert!((p99 - 0.991).abs() < 1e-9, "{p99}");
+        // The bucket that holds them: somewhere in (0.1, 1].
+        assert_eq!(quantile_bucket(0.5, &before, &after), Some((0.1, 1.0)));
+        assert_eq!(quantile_bucket(0.99, &before, &after), Some((0.1, 1.0)));
+        assert_eq!(quantile_bucket(0.99, &after, &after), None);
+        // From the start: 2 of 10 within 0.1 s, the p99 above 1 s.
+        let all = Scrape::parse(TEXT).buckets("d", &[("verb", "PATCH")]);
+        assert_eq!(quantile_bucket(0.2, &[], &all), Some((0.0, 0.1)));
+        assert_eq!(quantile_bucket(0.99, &[], &all), Some((1.0, f64::INFINITY)));
         // Nothing counted: no quantile.
         assert_eq!(quantile(0.99, &after, &after), None);
         // Above the last finite bound: that bound.
