@@ -93,11 +93,10 @@ impl Scrape {
     }
 }
 
-/// The `q` quantile of what histogram buckets counted from `before` to `after` (two results
-/// of [`Scrape::buckets`]), as `histogram_quantile` computes it; `None` when nothing was
-/// counted.
-pub fn quantile(q: f64, before: &[(f64, f64)], after: &[(f64, f64)]) -> Option<f64> {
-    let increase: Vec<(f64, f64)> = after
+/// What each cumulative bucket counted from `before` to `after` (two results of
+/// [`Scrape::buckets`]): (upper bound, count), by bound.
+fn increase(before: &[(f64, f64)], after: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    after
         .iter()
         .map(|&(bound, count)| {
             let earlier = before
@@ -106,7 +105,14 @@ pub fn quantile(q: f64, before: &[(f64, f64)], after: &[(f64, f64)]) -> Option<f
                 .map_or(0.0, |(_, c)| *c);
             (bound, count - earlier)
         })
-        .collect();
+        .collect()
+}
+
+/// The `q` quantile of what histogram buckets counted from `before` to `after` (two results
+/// of [`Scrape::buckets`]), as `histogram_quantile` computes it; `None` when nothing was
+/// counted.
+pub fn quantile(q: f64, before: &[(f64, f64)], after: &[(f64, f64)]) -> Option<f64> {
+    let increase = increase(before, after);
     let total = increase.last()?.1;
     if total <= 0.0 {
         return None;
@@ -137,21 +143,14 @@ pub fn quantile(q: f64, before: &[(f64, f64)], after: &[(f64, f64)]) -> Option<f
 /// quantile is somewhere in it, where [`quantile`] places it by interpolation. `None` when
 /// nothing was counted.
 pub fn quantile_bucket(q: f64, before: &[(f64, f64)], after: &[(f64, f64)]) -> Option<(f64, f64)> {
-    let increase = |bound: f64, count: f64| {
-        count
-            - before
-                .iter()
-                .find(|(b, _)| *b == bound)
-                .map_or(0.0, |(_, c)| *c)
-    };
-    let &(last, last_count) = after.last()?;
-    let total = increase(last, last_count);
+    let increase = increase(before, after);
+    let total = increase.last()?.1;
     if total <= 0.0 {
         return None;
     }
     let mut lower = 0.0;
-    for &(bound, count) in after {
-        if increase(bound, count) >= q * total {
+    for &(bound, count) in &increase {
+        if count >= q * total {
             return Some((lower, bound));
         }
         lower = bound;
@@ -163,21 +162,7 @@ pub fn quantile_bucket(q: f64, before: &[(f64, f64)], after: &[(f64, f64)]) -> O
 /// `after`: every observation was at most this; `None` when nothing was counted, infinite when
 /// something was above the last finite bound.
 pub fn all_within(before: &[(f64, f64)], after: &[(f64, f64)]) -> Option<f64> {
-    let increase = |bound: f64, count: f64| {
-        count
-            - before
-                .iter()
-                .find(|(b, _)| *b == bound)
-                .map_or(0.0, |(_, c)| *c)
-    };
-    let total = after.last().map(|&(b, c)| increase(b, c))?;
-    if total <= 0.0 {
-        return None;
-    }
-    after
-        .iter()
-        .find(|&&(bound, count)| increase(bound, count) >= total)
-        .map(|&(bound, _)| bound)
+    quantile_bucket(1.0, before, after).map(|(_, bound)| bound)
 }
 
 /// One sample line: `name{k="v",...} value [timestamp]`.
