@@ -719,6 +719,10 @@ impl Scale {
         let apiserver_after = apiserver_metrics(cluster).await?;
         let calls = "apiserver_admission_webhook_admission_duration_seconds";
         let fail_open = "apiserver_admission_webhook_fail_open_count";
+        let (calls_before, calls_after) = (
+            apiserver_before.buckets(calls, &[]),
+            apiserver_after.buckets(calls, &[]),
+        );
         let first_stored = |resource: &str| {
             let mut first: BTreeMap<&str, f64> = BTreeMap::new();
             for w in writes
@@ -782,21 +786,10 @@ impl Scale {
             webhook_p99: webhook_p99(&webhook, &webhook_after),
             calls: apiserver_after.sum(&format!("{calls}_count"), &[])
                 - apiserver_before.sum(&format!("{calls}_count"), &[]),
-            call_p99: quantile(
-                0.99,
-                &apiserver_before.buckets(calls, &[]),
-                &apiserver_after.buckets(calls, &[]),
-            ),
-            call_p99_bucket: quantile_bucket(
-                0.99,
-                &apiserver_before.buckets(calls, &[]),
-                &apiserver_after.buckets(calls, &[]),
-            )
-            .unwrap_or((0.0, 0.0)),
-            calls_within: all_within(
-                &apiserver_before.buckets(calls, &[]),
-                &apiserver_after.buckets(calls, &[]),
-            ),
+            call_p99: quantile(0.99, &calls_before, &calls_after),
+            call_p99_bucket: quantile_bucket(0.99, &calls_before, &calls_after)
+                .unwrap_or((0.0, 0.0)),
+            calls_within: all_within(&calls_before, &calls_after),
             failed_open: apiserver_after.sum(fail_open, &[]) - apiserver_before.sum(fail_open, &[]),
             webhooks: plugin_time(&WEBHOOK_PLUGINS, &apiserver_before, &apiserver_after),
             policies: plugin_time(&POLICY_PLUGINS, &apiserver_before, &apiserver_after),
@@ -1484,22 +1477,28 @@ fn write_report(
         .fold((0.0, 0.0), |(a, b), (c, d)| {
             (f64::max(a, c), f64::max(b, d))
         });
+    // An install's storms against none's, on their means, with its plugins' time.
+    let against_none = |storms: &[&Storm], plugins: &str, time: fn(&Storm) -> &PluginTime| {
+        format!(
+            "every report stored {:.1} s against {:.1} s after its probe; pods/status p99 {} \
+             against {}; the {plugins} {:.0} µs against {:.0} µs a write (p99 {} against {})",
+            means(storms, Storm::longest_path),
+            means(&none, Storm::longest_path),
+            ms(Some(means(storms, |s| s.pod_took[1]))),
+            ms(Some(means(&none, |s| s.pod_took[1]))),
+            mean(storms.iter().map(|s| time(s).mean)) * 1e6,
+            mean(none.iter().map(|s| time(s).mean)) * 1e6,
+            ms(Some(mean(storms.iter().map(|s| time(s).p99)))),
+            ms(Some(mean(none.iter().map(|s| time(s).p99)))),
+        )
+    };
     let _ = writeln!(
         report,
-        "- The storms' means, shipped configuration against none: every report stored {:.1} s \
-         against {:.1} s after its probe; pods/status p99 {} against {}; the webhook admission \
-         plugins {:.0} µs against {:.0} µs a write (p99 {} against {}). What the entries add \
+        "- The storms' means, shipped configuration against none: {}. What the entries add \
          to a write, in the worst shipped storm: {} at the p99 (their conditions and calls; \
          the histograms' bucket: over {}, at most {}), against a bar of {} (a tenth of the \
          pods/status p99 with none): {}.",
-        means(&shipped, Storm::longest_path),
-        means(&none, Storm::longest_path),
-        ms(Some(means(&shipped, |s| s.pod_took[1]))),
-        ms(Some(means(&none, |s| s.pod_took[1]))),
-        means(&shipped, |s| s.webhooks.mean) * 1e6,
-        means(&none, |s| s.webhooks.mean) * 1e6,
-        ms(Some(means(&shipped, |s| s.webhooks.p99))),
-        ms(Some(means(&none, |s| s.webhooks.p99))),
+        against_none(&shipped, "webhook admission plugins", |s| &s.webhooks),
         ms(Some(
             shipped.iter().map(|s| s.added_p99()).fold(0.0, f64::max)
         )),
@@ -1518,18 +1517,9 @@ fn write_report(
     );
     let _ = writeln!(
         report,
-        "- The native policies' storms against none: every report stored {:.1} s against \
-         {:.1} s after its probe; pods/status p99 {} against {}; the admission policy plugins \
-         {:.0} µs against {:.0} µs a write (p99 {} against {}). What the policies' conditions \
-         add to a write, in the worst native storm: {} at the p99.",
-        means(&native, Storm::longest_path),
-        means(&none, Storm::longest_path),
-        ms(Some(means(&native, |s| s.pod_took[1]))),
-        ms(Some(means(&none, |s| s.pod_took[1]))),
-        means(&native, |s| s.policies.mean) * 1e6,
-        means(&none, |s| s.policies.mean) * 1e6,
-        ms(Some(means(&native, |s| s.policies.p99))),
-        ms(Some(means(&none, |s| s.policies.p99))),
+        "- The native policies' storms against none: {}. What the policies' conditions add to \
+         a write, in the worst native storm: {} at the p99.",
+        against_none(&native, "admission policy plugins", |s| &s.policies),
         ms(Some(
             native
                 .iter()
