@@ -91,12 +91,6 @@ impl Install {
     }
 }
 
-/// The first bound of the apiserver's histogram of `matchConditions` evaluations (1 ms:
-/// `apiserver_admission_match_condition_evaluation_seconds` in k8s.io/apiserver's
-/// `pkg/admission/metrics/metrics.go`). A bar below it is below what the histogram can tell,
-/// so the entries' added p99 is held to the bar when the bar is at least this.
-const CONDITIONS_FIRST_BOUND: f64 = 0.001;
-
 /// The storms, in order, by what answers them: each install once a repeat, every other repeat
 /// in the reverse order (ABC CBA), so that what drifts in a run (the machine's other load,
 /// the apiserver's caches and heap) falls on each alike.
@@ -1257,7 +1251,7 @@ async fn kep_1432_beta_scale_bar() {
             for storm in &shipped {
                 let (above, _) = storm.added_p99_bucket();
                 anyhow::ensure!(
-                    own * 0.10 < CONDITIONS_FIRST_BOUND || above < own * 0.10,
+                    above < own * 0.10,
                     "the webhooks add more than {} to a write's p99 ({} by interpolation), \
                      against the pod status writes' p99 of {}",
                     ms(Some(above)),
@@ -1505,9 +1499,7 @@ fn write_report(
         ms(Some(worst.0)),
         ms(Some(worst.1)),
         ms(Some(bar)),
-        if bar < CONDITIONS_FIRST_BOUND {
-            "below the conditions' histogram's first bound (1 ms), reported, not held"
-        } else if worst.1 <= bar {
+        if worst.1 <= bar {
             "within it"
         } else if worst.0 >= bar {
             "above it"
