@@ -23,9 +23,8 @@
 //!   (the volume health manager hands it to the status manager, which writes at once).
 //! - The kubelet's runtime, mounter and cAdvisor are fakes (kubemark's hollow kubelet): its
 //!   volume, status and CSINode managers are the real ones, and so are its writes.
-//! - The kubelets and the driver run at Linux's idle CPU priority (`SCHED_IDLE`), below the
-//!   control plane: on a real cluster they run on other machines and never take a core from
-//!   the apiserver. They still get every cycle it leaves.
+//! - The kubelets and the driver run at a lower CPU priority (nice 10) than the control plane:
+//!   on a real cluster they run on other machines and never take a core from the apiserver.
 //!
 //! Run by `make scale`; the report is printed, and written to
 //! `docs/benchmarks.md` with `VOLUME_HEALTH_E2E_WRITE_DOCS=1`.
@@ -960,7 +959,7 @@ async fn kep_1432_beta_scale_bar() {
     let _ = writeln!(
         report,
         "{nodes} hollow kubelets × {claims} CSI claims and pods ({pods} in all), health probed \
-         every {} s, one mock driver process, both at the idle CPU priority; kube-apiserver \
+         every {} s, one mock driver process, both at nice 10; kube-apiserver \
          v1.37.2 with the gate on and the authorizer; the default install (webhooks with \
          repair), native mode's policies (repair on) or neither; steady states of {} s.\n",
         size.probe.as_secs(),

@@ -498,13 +498,13 @@ pub struct Periods {
 enum Priority {
     /// The control plane's: the e2e suites' few nodes, which leave cores to spare.
     Control,
-    /// Below the control plane's: a fleet's, at Linux's idle policy (`SCHED_IDLE`, the least
-    /// weight a process can have). On a real cluster the kubelets run on other machines and
-    /// never take a core from the apiserver or etcd; here a hundred share two cores with them.
-    /// Linux weighs each process on its own, so `nice -n 10` was not enough: a hundred
-    /// kubelets at weight 110 outweighed the apiserver's two threads (1024 each) five to one,
-    /// and at 100 nodes its matchConditions waited some 150 ms at the p99. At weight 3 they
-    /// weigh 300 together.
+    /// Below the control plane's (nice 10): a fleet's. On a real cluster the kubelets run on
+    /// other machines and never take a core from the apiserver or etcd; here a hundred share
+    /// two cores with them, and at the same priority every apiserver thread would wait behind
+    /// them for a time slice.
+    /// Linux weighs each process on its own, so a hundred at nice 10 (weight 110 each) still
+    /// outweigh the apiserver's two threads (1024 each). Linux's idle policy (`SCHED_IDLE`)
+    /// was tried and was worse: at 100 nodes a storm did not finish in 10 minutes.
     Node,
 }
 
@@ -516,15 +516,15 @@ struct Launcher<'a> {
 }
 
 impl Launcher<'_> {
-    /// A command that runs `program` of `bin` at this launcher's priority (`chrt` execs it:
+    /// A command that runs `program` of `bin` at this launcher's priority (`nice` execs it:
     /// its process ID is the program's).
     fn command(&self, program: &str) -> Command {
         let program = self.bin.join(program);
         match self.priority {
             Priority::Control => Command::new(program),
             Priority::Node => {
-                let mut command = Command::new("chrt");
-                command.arg("--idle").arg("0").arg(program);
+                let mut command = Command::new("nice");
+                command.arg("-n").arg("10").arg(program);
                 command
             }
         }
