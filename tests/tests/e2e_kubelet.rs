@@ -540,16 +540,10 @@ async fn measure(phases: &mut Phases, install: Install) -> Cells {
                 let key = Row::new(Subject::Pod, row, label);
                 cells.answers.insert(
                     key,
-                    format!(
-                        "{}; {}",
-                        answers(&all),
-                        rewrite_rate(again, POD_WINDOW)
-                    ),
+                    format!("{}; {}", answers(&all), rewrite_rate(again, POD_WINDOW)),
                 );
                 if all.iter().any(|w| w.repaired) {
-                    cells
-                        .costs
-                        .insert(key, cost(again, POD_WINDOW, changed));
+                    cells.costs.insert(key, cost(again, POD_WINDOW, changed));
                 }
             }
             assert!(refused.is_empty(), "kubelet writes refused: {refused:#?}");
