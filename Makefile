@@ -202,8 +202,9 @@ e2e: release
 ## kubelets (100) with SCALE_CLAIMS CSI claims and pods each (50), one mock driver process, the
 ## default install on kube-apiserver v1.37.2; the steady state (SCALE_STEADY seconds, three
 ## times), storms with and without the configuration, a tenth of the volumes repaired; the
-## report is printed and written to docs/benchmarks.md (about an hour on 2 cores; as root it
-## raises fs.inotify.max_user_instances for the kubelets while it runs)
+## report is printed and, when every phase passed, written to docs/benchmarks.md (about two
+## hours on 2 cores; as root it raises fs.inotify.max_user_instances for the kubelets and puts
+## them in one CPU cgroup while it runs)
 scale: release
 	tests/e2e/tools/build.sh $(E2E_BIN)
 	VOLUME_HEALTH_E2E_BIN=$(E2E_BIN) VOLUME_HEALTH_E2E_WEBHOOK=$(abspath $(BIN)) \

@@ -14,6 +14,7 @@ use anyhow::{Context, Result, bail};
 use hyper::Method;
 use serde_json::{Value, json};
 
+use super::cpu_group::CpuGroup;
 use super::{Cluster, Identity, Process};
 
 /// How often the kubelet probes volume and storage health (its `VolumeStatsAggPeriod`): the
@@ -71,6 +72,7 @@ impl HollowNode {
             bin,
             logs: &node.logs,
             priority: Priority::Control,
+            group: None,
         };
         node.kubelet = Some(launcher.kubelet(
             &node.kubeconfig,
@@ -216,6 +218,8 @@ pub struct HollowFleet {
     plugin: std::sync::Mutex<Process>,
     roots: Vec<tempfile::TempDir>,
     _answers: tempfile::TempDir,
+    // Removed once its processes are gone.
+    cpu: Option<CpuGroup>,
 }
 
 impl HollowFleet {
@@ -248,10 +252,13 @@ impl HollowFleet {
             .map(String::as_str)
             .zip(roots.iter().map(tempfile::TempDir::path))
             .collect();
+        // Declared before the fleet: on an early return the processes go first.
+        let cpu = CpuGroup::create(&format!("volume-health-{prefix}"));
         let launcher = Launcher {
             bin,
             logs: cluster.dir(),
             priority: Priority::Node,
+            group: cpu.as_ref(),
         };
         let plugin = launcher.driver(
             &format!("mockcsi-{prefix}-{driver}"),
@@ -269,6 +276,7 @@ impl HollowFleet {
             plugin: std::sync::Mutex::new(plugin),
             roots,
             _answers: dir,
+            cpu: None,
         };
         let mut started = 0;
         let apart = periods.probe / u32::try_from(count.max(1)).unwrap_or(u32::MAX);
@@ -285,7 +293,17 @@ impl HollowFleet {
             }
             fleet.wait_ready(cluster, started).await?;
         }
+        let mut fleet = fleet;
+        fleet.cpu = cpu;
         Ok(fleet)
+    }
+
+    /// The CPU priority the node processes run at, for a report.
+    pub fn priority(&self) -> String {
+        match &self.cpu {
+            Some(group) => format!("nice 10, in {group}"),
+            None => "nice 10 (no CPU group could be made)".to_owned(),
+        }
     }
 
     /// The kubelets' process IDs, to read their CPU time from `/proc`.
@@ -498,21 +516,24 @@ pub struct Periods {
 enum Priority {
     /// The control plane's: the e2e suites' few nodes, which leave cores to spare.
     Control,
-    /// Below the control plane's (nice 10): a fleet's. On a real cluster the kubelets run on
-    /// other machines and never take a core from the apiserver or etcd; here a hundred share
-    /// two cores with them, and at the same priority every apiserver thread would wait behind
-    /// them for a time slice.
-    /// Linux weighs each process on its own, so a hundred at nice 10 (weight 110 each) still
-    /// outweigh the apiserver's two threads (1024 each). Linux's idle policy (`SCHED_IDLE`)
-    /// was tried and was worse: at 100 nodes a storm did not finish in 10 minutes.
+    /// Below the control plane's: a fleet's. On a real cluster the kubelets run on other
+    /// machines and never take a core from the apiserver or etcd; here a hundred share two
+    /// cores with them, and at the same priority every apiserver thread would wait behind them
+    /// for a time slice. Nice 10, and one CPU group for them all, weighing as one process,
+    /// where the test can make one ([`CpuGroup`]): Linux weighs each process on its own, so a
+    /// hundred at nice 10 alone (weight 110 each) still outweigh the apiserver's two threads
+    /// (1024 each). Linux's idle policy (`SCHED_IDLE`) was tried and was worse: at 100 nodes a
+    /// storm did not finish in 10 minutes.
     Node,
 }
 
-/// Starts a node's processes: the programs of `bin`, logging under `logs`, at `priority`.
+/// Starts a node's processes: the programs of `bin`, logging under `logs`, at `priority`, in
+/// `group` when there is one.
 struct Launcher<'a> {
     bin: &'a Path,
     logs: &'a Path,
     priority: Priority,
+    group: Option<&'a CpuGroup>,
 }
 
 impl Launcher<'_> {
@@ -530,6 +551,18 @@ impl Launcher<'_> {
         }
     }
 
+    /// Starts `command` as process `name`, then moves it into the launcher's group: its first
+    /// instants run outside, which costs nothing.
+    fn start(&self, name: &str, command: &mut Command) -> Result<Process> {
+        let process = Process::start(name, self.logs, command)?;
+        if let Some(group) = self.group {
+            group
+                .add(process.pid())
+                .with_context(|| format!("moving {name} into {}", group.path().display()))?;
+        }
+        Ok(process)
+    }
+
     /// Starts the hollow kubelet of node `name`, with its files under `root`.
     fn kubelet(
         &self,
@@ -538,9 +571,8 @@ impl Launcher<'_> {
         root: &Path,
         periods: Periods,
     ) -> Result<Process> {
-        Process::start(
+        self.start(
             &format!("kubelet-{name}"),
-            self.logs,
             self.command("hollowkubelet")
                 .arg(format!("--kubeconfig={}", kubeconfig.display()))
                 .arg(format!("--name={name}"))
@@ -580,7 +612,7 @@ impl Launcher<'_> {
         if nodes.len() > 1 {
             command.arg("--quiet");
         }
-        Process::start(process, self.logs, &mut command)
+        self.start(process, &mut command)
     }
 }
 

@@ -5,6 +5,7 @@
 mod api;
 mod audit;
 mod controller_manager;
+mod cpu_group;
 mod kubelet;
 mod pki;
 mod plane;
