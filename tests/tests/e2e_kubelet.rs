@@ -234,12 +234,20 @@ fn kubelet_writes(
     resource: &str,
     name: &str,
 ) -> Vec<StatusWrite> {
-    cluster
-        .status_writes(mark)
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|w| w.by_node(node) && w.resource == resource && w.name == name)
-        .collect()
+    let writes = cluster.status_writes(mark).unwrap_or_default();
+    of_object(&writes, node, resource, name).cloned().collect()
+}
+
+/// The writes of `resource`/`name` by `node`'s kubelet among `writes`, in order.
+fn of_object<'a>(
+    writes: &'a [StatusWrite],
+    node: &'a str,
+    resource: &'a str,
+    name: &'a str,
+) -> impl Iterator<Item = &'a StatusWrite> {
+    writes
+        .iter()
+        .filter(move |w| w.by_node(node) && w.resource == resource && w.name == name)
 }
 
 /// "`200` ×2, `422 in-tree` ×1": each distinct answer, in order of first appearance.
@@ -509,21 +517,26 @@ async fn measure(phases: &mut Phases, install: Install) -> Cells {
             }
             node.answer(VOLUMES, &volumes_answer(&volumes))?;
             tokio::time::sleep(SETTLE).await;
-            let settled = cluster.audit_mark();
+            // The audit log read once before the window and once after it, for every row.
+            let (early, settled) = cluster.status_writes_after(mark)?;
             let mut versions = Vec::new();
             for row in 0..pods.len() {
                 versions.push(resource_version(cluster, &pod_path(&pod_name(row))).await);
             }
             tokio::time::sleep(POD_WINDOW).await;
+            let late = cluster.status_writes(settled)?;
             let mut refused = Vec::new();
             for (row, (label, _)) in pods.iter().enumerate() {
                 let pod = pod_name(row);
                 let changed = resource_version(cluster, &pod_path(&pod)).await != versions[row];
-                let all = kubelet_writes(cluster, mark, NODE, "pods", &pod);
+                let all: Vec<StatusWrite> = of_object(&early, NODE, "pods", &pod)
+                    .chain(of_object(&late, NODE, "pods", &pod))
+                    .cloned()
+                    .collect();
                 // The resends after the settle; a first write that comes late is still the
                 // first, not a resend.
-                let late = kubelet_writes(cluster, settled, NODE, "pods", &pod).len();
-                let again = late.min(all.len().saturating_sub(1));
+                let resent = of_object(&late, NODE, "pods", &pod).count();
+                let again = resent.min(all.len().saturating_sub(1));
                 let stored = stored_volume_health(cluster, &pod).await;
                 eprintln!(
                     "{name}: {label}: {} writes ({}), {} sent again; stored {stored}",

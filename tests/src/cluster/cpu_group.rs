@@ -61,6 +61,7 @@ impl CpuGroup {
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(_) => return None,
         }
+        // Made first, so that it is removed again when the weight cannot be written.
         let group = CpuGroup {
             dir: dir.to_owned(),
             weight: (file, weight),

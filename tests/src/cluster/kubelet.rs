@@ -267,7 +267,7 @@ impl HollowFleet {
             &health,
             Some(&served),
         )?;
-        let fleet = HollowFleet {
+        let mut fleet = HollowFleet {
             names: names.clone(),
             driver: driver.to_owned(),
             health,
@@ -293,7 +293,6 @@ impl HollowFleet {
             }
             fleet.wait_ready(cluster, started).await?;
         }
-        let mut fleet = fleet;
         fleet.cpu = cpu;
         Ok(fleet)
     }
