@@ -666,14 +666,7 @@ impl Scale {
         let mark = cluster.audit_mark();
         let start = Timestamp::now();
         fleet.answer(answers)?;
-        // Up to 50 nodes, two periods (every kubelet probes within one, and writes on a busy
-        // machine) and a minute. Beyond, two cores are saturated by the kubelets at rest, so
-        // the storm's time is what is measured, against the storm with no configuration.
-        let bound = if self.size.nodes <= HEADROOM_NODES {
-            2 * self.size.probe + Duration::from_secs(60)
-        } else {
-            Duration::from_secs(1800)
-        };
+        let bound = self.storm_bound();
         let give_up = Instant::now() + bound;
         let mut writes: Vec<StatusWrite> = Vec::new();
         let mut cursor = mark;
@@ -802,6 +795,24 @@ impl Scale {
     /// Every answer Degraded, with a duplicate pair (kubernetes#142280) on each volume of
     /// `duplicated`: waits until every pod of `expected` and every CSINode has a stored write,
     /// none refused, then measures for a minute what the kubelets keep sending.
+    /// How long one storm may take to be stored. Up to 50 nodes, two periods (every kubelet
+    /// probes within one, and writes on a busy machine) and a minute. Beyond, two cores are
+    /// saturated by the kubelets at rest, so the storm's time is what is measured, against
+    /// the storm with no configuration; ten periods only catch a run that cannot keep up.
+    fn storm_bound(&self) -> Duration {
+        if self.size.nodes <= HEADROOM_NODES {
+            2 * self.size.probe + Duration::from_secs(60)
+        } else {
+            10 * self.size.probe
+        }
+    }
+
+    /// A phase of one storm and its way back (or the rewrites after it): longer than both
+    /// storms' bounds, so that a storm not stored fails with its own count, not a timeout.
+    fn storm_phase_timeout(&self) -> Duration {
+        (2 * self.storm_bound() + Duration::from_secs(120)).max(Duration::from_secs(600))
+    }
+
     async fn pair_storm(
         &self,
         fleet: &HollowFleet,
@@ -1115,6 +1126,7 @@ async fn kep_1432_beta_scale_bar() {
         let storm = phases
             .phase(&name)
             .after(&ready)
+            .timeout(scale.storm_phase_timeout())
             .run(async {
                 let (storm, back) = storm_and_back(label.clone()).await?;
                 // A storm compares only if its install was there to match each write.
@@ -1162,6 +1174,7 @@ async fn kep_1432_beta_scale_bar() {
         let storm = phases
             .phase(&name)
             .after(&after)
+            .timeout(scale.storm_phase_timeout())
             .run(async {
                 scale.switch(previous, repairer).await?;
                 scale

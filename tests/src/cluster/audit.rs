@@ -4,6 +4,7 @@
 //! after it.
 
 use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
 
 use anyhow::Result;
 use k8s_openapi::jiff::Timestamp;
@@ -93,26 +94,90 @@ impl Cluster {
     /// The status writes the audit log holds after `mark`, in the order answered, and a mark
     /// after the last whole line read.
     pub fn status_writes_after(&self, mark: AuditMark) -> Result<(Vec<StatusWrite>, AuditMark)> {
-        let mut file = match std::fs::File::open(self.audit_log()) {
-            Ok(file) => file,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), mark)),
-            Err(e) => return Err(e.into()),
-        };
-        file.seek(SeekFrom::Start(mark.0))?;
-        let mut text = Vec::new();
-        file.read_to_end(&mut text)?;
-        // A line being written is read next time.
-        let whole = text.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-        let writes = text[..whole]
-            .split(|&b| b == b'\n')
-            .filter_map(|line| serde_json::from_slice::<Value>(line).ok())
-            .filter_map(|event| StatusWrite::read(&event))
-            .collect();
-        Ok((writes, AuditMark(mark.0 + whole as u64)))
+        writes_after(&self.audit_log(), mark)
     }
 
     /// The status writes after `mark`, in the order answered.
     pub fn status_writes(&self, mark: AuditMark) -> Result<Vec<StatusWrite>> {
         Ok(self.status_writes_after(mark)?.0)
+    }
+}
+
+/// The status writes `log` holds after `mark`, and a mark after the last whole line read.
+fn writes_after(log: &Path, mark: AuditMark) -> Result<(Vec<StatusWrite>, AuditMark)> {
+    let mut file = match std::fs::File::open(log) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), mark)),
+        Err(e) => return Err(e.into()),
+    };
+    // A file shorter than the mark was rotated or cut: what the mark pointed at is gone, and
+    // reading on would wait for writes that were already made.
+    let length = file.metadata()?.len();
+    anyhow::ensure!(
+        length >= mark.0,
+        "the audit log is {length} bytes, shorter than the mark at {}: it was rotated or cut",
+        mark.0
+    );
+    file.seek(SeekFrom::Start(mark.0))?;
+    let mut text = Vec::new();
+    file.read_to_end(&mut text)?;
+    // A line being written is read next time.
+    let whole = text.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    let writes = text[..whole]
+        .split(|&b| b == b'\n')
+        .filter_map(|line| serde_json::from_slice::<Value>(line).ok())
+        .filter_map(|event| StatusWrite::read(&event))
+        .collect();
+    Ok((writes, AuditMark(mark.0 + whole as u64)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An audit event of a kubelet's pod status write, as the apiserver logs it.
+    fn event(name: &str) -> String {
+        serde_json::json!({
+            "stage": "ResponseComplete",
+            "objectRef": {"resource": "pods", "namespace": "scale", "name": name, "subresource": "status"},
+            "user": {"username": "system:node:node-0"},
+            "responseStatus": {"code": 200},
+            "requestReceivedTimestamp": "2026-12-05T22:35:29.394104Z",
+            "stageTimestamp": "2026-12-05T22:35:29.662896Z",
+        })
+        .to_string()
+    }
+
+    #[test]
+    fn reads_whole_lines_after_the_mark_and_refuses_a_rotated_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("audit.log");
+        std::fs::write(
+            &log,
+            format!("{}\n{}\n{}", event("a"), event("b"), &event("c")[..20]),
+        )
+        .unwrap();
+        let (writes, mark) = writes_after(&log, AuditMark(0)).unwrap();
+        let names: Vec<_> = writes.iter().map(|w| w.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["a", "b"],
+            "the line being written is left for next time"
+        );
+        assert!(writes.iter().all(StatusWrite::stored));
+
+        std::fs::write(
+            &log,
+            format!("{}\n{}\n{}\n", event("a"), event("b"), event("c")),
+        )
+        .unwrap();
+        let (writes, _) = writes_after(&log, mark).unwrap();
+        assert_eq!(writes.len(), 1);
+        assert_eq!(writes[0].name, "c");
+
+        // Rotated: a new, shorter file under the same name.
+        std::fs::write(&log, format!("{}\n", event("d"))).unwrap();
+        let error = writes_after(&log, mark).unwrap_err().to_string();
+        assert!(error.contains("rotated or cut"), "{error}");
     }
 }
