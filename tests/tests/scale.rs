@@ -792,9 +792,6 @@ impl Scale {
         })
     }
 
-    /// Every answer Degraded, with a duplicate pair (kubernetes#142280) on each volume of
-    /// `duplicated`: waits until every pod of `expected` and every CSINode has a stored write,
-    /// none refused, then measures for a minute what the kubelets keep sending.
     /// How long one storm may take to be stored. Up to 50 nodes, two periods (every kubelet
     /// probes within one, and writes on a busy machine) and a minute. Beyond, two cores are
     /// saturated by the kubelets at rest, so the storm's time is what is measured, against
@@ -813,6 +810,9 @@ impl Scale {
         (2 * self.storm_bound() + Duration::from_secs(120)).max(Duration::from_secs(600))
     }
 
+    /// Every answer Degraded, with a duplicate pair (kubernetes#142280) on each volume of
+    /// `duplicated`: waits until every pod of `expected` and every CSINode has a stored write,
+    /// none refused, then measures for a minute what the kubelets keep sending.
     async fn pair_storm(
         &self,
         fleet: &HollowFleet,
