@@ -422,6 +422,21 @@ struct Storm {
 }
 
 impl Storm {
+    /// None of the storm's writes refused. A refusal says what the webhooks' calls did
+    /// meanwhile, to tell a slow replica from a slow apiserver.
+    fn none_refused(&self, what: &str) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            self.refused == 0,
+            "{} {what} refused; the apiserver's webhook calls: {:.0} failed open, p99 {}; \
+             the admission server's p99 answer {}",
+            self.refused,
+            self.failed_open,
+            ms(self.call_p99),
+            ms(self.webhook_p99)
+        );
+        Ok(())
+    }
+
     fn stored(&self) -> f64 {
         self.pods_stored.max(self.csinodes_stored)
     }
@@ -830,7 +845,7 @@ impl Scale {
             .collect::<serde_json::Map<_, _>>()
             .into();
         let storm = self.storm(fleet, &answers, expected).await?;
-        anyhow::ensure!(storm.refused == 0, "{} writes refused", storm.refused);
+        storm.none_refused("writes")?;
         // The kubelets send a repaired status again at every resync: the rate they keep.
         let cluster = self.cluster();
         let window = Duration::from_secs(60);
@@ -1047,11 +1062,11 @@ async fn kep_1432_beta_scale_bar() {
         let (scale, fleet, all_pods) = (&scale, &fleet, &all_pods);
         async move {
             let storm = scale.storm(fleet, &degraded(&label), all_pods).await?;
-            anyhow::ensure!(storm.refused == 0, "{} writes refused", storm.refused);
+            storm.none_refused("writes")?;
             let back = scale
                 .storm(fleet, &healthy(&format!("{label}Back")), all_pods)
                 .await?;
-            anyhow::ensure!(back.refused == 0, "{} writes back refused", back.refused);
+            back.none_refused("writes back")?;
             anyhow::Ok((storm, back))
         }
     };
