@@ -112,6 +112,9 @@ fn rounds(repeats: usize) -> Vec<Install> {
 /// within this (the kubelet's unmount and final status write, with the CPU busy).
 const GONE_WITHIN: Duration = Duration::from_secs(120);
 
+/// A phase's time unless it says otherwise.
+const PHASE_TIMEOUT: Duration = Duration::from_secs(600);
+
 /// The shipped Deployment's memory limit (`manifests/base/deployment.yaml`).
 const REPLICA_MEMORY_LIMIT_MIB: f64 = 256.0;
 
@@ -822,7 +825,7 @@ impl Scale {
     /// A phase of one storm and its way back (or the rewrites after it): longer than both
     /// storms' bounds, so that a storm not stored fails with its own count, not a timeout.
     fn storm_phase_timeout(&self) -> Duration {
-        (2 * self.storm_bound() + Duration::from_secs(120)).max(Duration::from_secs(600))
+        (2 * self.storm_bound() + Duration::from_secs(120)).max(PHASE_TIMEOUT)
     }
 
     /// Every answer Degraded, with a duplicate pair (kubernetes#142280) on each volume of
@@ -966,7 +969,7 @@ fn ms(value: Option<f64>) -> String {
 #[ignore = "scale: needs the e2e tools and most of a machine for about an hour; `make scale`"]
 async fn kep_1432_beta_scale_bar() {
     let size = Size::from_env();
-    let mut phases = Phases::new("scale", Duration::from_secs(600));
+    let mut phases = Phases::new("scale", PHASE_TIMEOUT);
     let mut report = String::new();
     let Some(scale) = phases
         .phase("control plane")
