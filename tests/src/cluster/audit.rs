@@ -33,6 +33,9 @@ pub struct StatusWrite {
     pub message: String,
     /// Whether a repair webhook changed it (its `<webhook>/repairs` annotation).
     pub repaired: bool,
+    /// Whether a webhook call for it failed open: the apiserver went on without the answer
+    /// (its `failed-open.mutation.webhook.admission.k8s.io/...` annotation).
+    pub failed_open: bool,
     /// When the answer was sent.
     pub at: Timestamp,
     /// How long the apiserver took, from the request received to the answer sent (the audit
@@ -65,6 +68,9 @@ impl StatusWrite {
         let text = |value: &Value| value.as_str().unwrap_or_default().to_owned();
         let at: Timestamp = event["stageTimestamp"].as_str()?.parse().ok()?;
         let received: Timestamp = event["requestReceivedTimestamp"].as_str()?.parse().ok()?;
+        let annotations = event["annotations"].as_object();
+        let annotated =
+            |test: &dyn Fn(&str) -> bool| annotations.is_some_and(|a| a.keys().any(|k| test(k)));
         Some(StatusWrite {
             user: text(&event["user"]["username"]),
             resource: text(&event["objectRef"]["resource"]),
@@ -72,9 +78,8 @@ impl StatusWrite {
             name: text(&event["objectRef"]["name"]),
             code: event["responseStatus"]["code"].as_i64().unwrap_or(0),
             message: text(&event["responseStatus"]["message"]),
-            repaired: event["annotations"]
-                .as_object()
-                .is_some_and(|a| a.keys().any(|k| k.ends_with("/repairs"))),
+            repaired: annotated(&|k| k.ends_with("/repairs")),
+            failed_open: annotated(&|k| k.starts_with("failed-open.")),
             at,
             took: std::time::Duration::try_from(at.duration_since(received)).unwrap_or_default(),
         })
@@ -179,5 +184,47 @@ mod tests {
         std::fs::write(&log, format!("{}\n", event("d"))).unwrap();
         let error = writes_after(&log, mark).unwrap_err().to_string();
         assert!(error.contains("rotated or cut"), "{error}");
+    }
+
+    /// A refused write whose repair call failed open, and the repaired write that followed
+    /// it, as kube-apiserver v1.37.2 logged them in a 100-node `make scale` run (abridged to
+    /// the fields read and the webhook's annotations).
+    #[test]
+    fn reads_a_failed_open_call_and_a_repair() {
+        let refused = serde_json::json!({
+            "stage": "ResponseComplete",
+            "objectRef": {"resource": "pods", "namespace": "scale", "name": "p27-0", "subresource": "status"},
+            "user": {"username": "system:node:node-27"},
+            "responseStatus": {"code": 422, "message": "Pod \"p27-0\" is invalid: status.volumeHealth[0].healthConditions[1]: Duplicate value"},
+            "requestReceivedTimestamp": "2026-12-06T02:04:26.212831Z",
+            "stageTimestamp": "2026-12-06T02:04:30.114140Z",
+            "annotations": {
+                "apiserver.latency.k8s.io/mutating-webhook": "3.475522921s",
+                "failed-open.mutation.webhook.admission.k8s.io/round_0_index_0": "pod-status.repair.volume-health.github.io",
+                "mutation.webhook.admission.k8s.io/round_0_index_0": "{\"configuration\":\"volume-health\",\"webhook\":\"pod-status.repair.volume-health.github.io\",\"mutated\":false}"
+            }
+        });
+        let write = StatusWrite::read(&refused).unwrap();
+        assert!(!write.stored());
+        assert!(write.failed_open);
+        assert!(!write.repaired);
+        assert_eq!(write.took.as_micros(), 3_901_309);
+
+        let repaired = serde_json::json!({
+            "stage": "ResponseComplete",
+            "objectRef": {"resource": "pods", "namespace": "scale", "name": "p27-0", "subresource": "status"},
+            "user": {"username": "system:node:node-27"},
+            "responseStatus": {"code": 200},
+            "requestReceivedTimestamp": "2026-12-06T02:05:00.580264Z",
+            "stageTimestamp": "2026-12-06T02:05:01.297877Z",
+            "annotations": {
+                "mutation.webhook.admission.k8s.io/round_0_index_0": "{\"configuration\":\"volume-health\",\"webhook\":\"pod-status.repair.volume-health.github.io\",\"mutated\":true}",
+                "pod-status.repair.volume-health.github.io/repairs": "duplicate_condition=1"
+            }
+        });
+        let write = StatusWrite::read(&repaired).unwrap();
+        assert!(write.stored());
+        assert!(write.repaired);
+        assert!(!write.failed_open);
     }
 }
