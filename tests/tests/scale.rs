@@ -367,6 +367,9 @@ fn policy_repairs(before: &Scrape, after: &Scrape) -> f64 {
     repairs(after) - repairs(before)
 }
 
+/// The admission server's histogram of its answer times.
+const ANSWERS: &str = "volume_health_webhook_request_duration_seconds";
+
 /// The p99 the admission server took to answer between two scrapes of its metrics (its own
 /// histogram, finer than the apiserver's).
 fn webhook_p99(before: &Scrape, after: &Scrape) -> Option<f64> {
@@ -381,9 +384,6 @@ fn webhook_p99(before: &Scrape, after: &Scrape) -> Option<f64> {
 fn webhook_within(before: &Scrape, after: &Scrape) -> Option<f64> {
     all_within(&before.buckets(ANSWERS, &[]), &after.buckets(ANSWERS, &[]))
 }
-
-/// The admission server's histogram of its answer times.
-const ANSWERS: &str = "volume_health_webhook_request_duration_seconds";
 
 fn seconds(at: Timestamp, since: Timestamp) -> f64 {
     at.duration_since(since).as_secs_f64()
