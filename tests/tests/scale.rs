@@ -367,23 +367,8 @@ fn policy_repairs(before: &Scrape, after: &Scrape) -> f64 {
     repairs(after) - repairs(before)
 }
 
-/// The admission server's histogram of its answer times.
+/// The admission server's histogram of its answer times (finer than the apiserver's).
 const ANSWERS: &str = "volume_health_webhook_request_duration_seconds";
-
-/// The p99 the admission server took to answer between two scrapes of its metrics (its own
-/// histogram, finer than the apiserver's).
-fn webhook_p99(before: &Scrape, after: &Scrape) -> Option<f64> {
-    quantile(
-        0.99,
-        &before.buckets(ANSWERS, &[]),
-        &after.buckets(ANSWERS, &[]),
-    )
-}
-
-/// The bound that every answer of the admission server between two scrapes came within.
-fn webhook_within(before: &Scrape, after: &Scrape) -> Option<f64> {
-    all_within(&before.buckets(ANSWERS, &[]), &after.buckets(ANSWERS, &[]))
-}
 
 fn seconds(at: Timestamp, since: Timestamp) -> f64 {
     at.duration_since(since).as_secs_f64()
@@ -802,6 +787,10 @@ impl Scale {
             apiserver_before.buckets(calls, &[]),
             apiserver_after.buckets(calls, &[]),
         );
+        let (answers_before, answers_after) = (
+            webhook.buckets(ANSWERS, &[]),
+            webhook_after.buckets(ANSWERS, &[]),
+        );
         let first_stored = |resource: &str| {
             let mut first: BTreeMap<&str, f64> = BTreeMap::new();
             for w in writes
@@ -888,8 +877,8 @@ impl Scale {
             peak_reviews,
             pod_took: took("pods"),
             csinode_took: took("csinodes"),
-            webhook_p99: webhook_p99(&webhook, &webhook_after),
-            webhook_within: webhook_within(&webhook, &webhook_after),
+            webhook_p99: quantile(0.99, &answers_before, &answers_after),
+            webhook_within: all_within(&answers_before, &answers_after),
             calls: apiserver_after.sum(&format!("{calls}_count"), &[])
                 - apiserver_before.sum(&format!("{calls}_count"), &[]),
             call_p99: quantile(0.99, &calls_before, &calls_after),

@@ -68,9 +68,12 @@ impl StatusWrite {
         let text = |value: &Value| value.as_str().unwrap_or_default().to_owned();
         let at: Timestamp = event["stageTimestamp"].as_str()?.parse().ok()?;
         let received: Timestamp = event["requestReceivedTimestamp"].as_str()?.parse().ok()?;
-        let annotations = event["annotations"].as_object();
-        let annotated =
-            |test: &dyn Fn(&str) -> bool| annotations.is_some_and(|a| a.keys().any(|k| test(k)));
+        let annotations = || {
+            event["annotations"]
+                .as_object()
+                .into_iter()
+                .flat_map(|a| a.keys())
+        };
         Some(StatusWrite {
             user: text(&event["user"]["username"]),
             resource: text(&event["objectRef"]["resource"]),
@@ -78,8 +81,8 @@ impl StatusWrite {
             name: text(&event["objectRef"]["name"]),
             code: event["responseStatus"]["code"].as_i64().unwrap_or(0),
             message: text(&event["responseStatus"]["message"]),
-            repaired: annotated(&|k| k.ends_with("/repairs")),
-            failed_open: annotated(&|k| k.starts_with("failed-open.")),
+            repaired: annotations().any(|k| k.ends_with("/repairs")),
+            failed_open: annotations().any(|k| k.starts_with("failed-open.")),
             at,
             took: std::time::Duration::try_from(at.duration_since(received)).unwrap_or_default(),
         })
