@@ -200,7 +200,7 @@ async fn repair_policies_keep_the_writers_flowing() {
         .await;
     phases
         .phase("repair on")
-        .run(bind_repair_policies(&cluster, &admin))
+        .run(bind_repair_policies(&cluster, &admin, &kubelet))
         .await;
     repaired_writes(&mut phases, Repairer::Policies, &admin, &kubelet).await;
     phases
@@ -213,7 +213,7 @@ async fn repair_policies_keep_the_writers_flowing() {
         .phase("past the bound: 10,000 conditions cost what in-tree costs")
         .after("first reports")
         .after("repair on")
-        .run(past_the_bound(&cluster, &admin))
+        .run(past_the_bound(&cluster, &admin, &kubelet))
         .await;
     phases.finish();
 }
@@ -384,7 +384,7 @@ async fn at_the_bound(admin: &kube::Client, kubelet: &kube::Client) {
 /// Past the bound the policies leave a write to in-tree validation: a claim report of 10,000
 /// conditions is refused (422) with the policies bound as without them, and costs the
 /// apiserver no more. Five writes each way, alternated; the medians are printed.
-async fn past_the_bound(cluster: &Cluster, admin: &kube::Client) {
+async fn past_the_bound(cluster: &Cluster, admin: &kube::Client, kubelet: &kube::Client) {
     let report = many_conditions(10_000, "slow");
     let (mut bound, mut unbound) = (Vec::new(), Vec::new());
     for _ in 0..5 {
@@ -401,6 +401,7 @@ async fn past_the_bound(cluster: &Cluster, admin: &kube::Client) {
             } else {
                 unbound.push(took);
                 create_all(cluster, &policies::repair_bindings()).await;
+                await_repair_policies(admin, kubelet).await;
             }
         }
     }
@@ -436,21 +437,42 @@ async fn unbind_repair_policies(cluster: &Cluster) {
     tokio::time::sleep(Duration::from_secs(2)).await;
 }
 
-/// The repair policies and their bindings created, then a write that only repair lets through
-/// sent until it is stored: the apiserver's informers have them.
-async fn bind_repair_policies(cluster: &Cluster, admin: &kube::Client) {
+/// The repair policies and their bindings created, then awaited.
+async fn bind_repair_policies(cluster: &Cluster, admin: &kube::Client, kubelet: &kube::Client) {
     create_all(cluster, &policies::repair_policies()).await;
     create_all(cluster, &policies::repair_bindings()).await;
+    await_repair_policies(admin, kubelet).await;
+}
+
+/// A write of each resource that only repair changes, sent as a dry run until all three come
+/// back repaired. The apiserver's informers take each policy and binding on its own, so one
+/// resource repaired says nothing of the others; a dry run leaves the stored objects alone.
+async fn await_repair_policies(admin: &kube::Client, kubelet: &kube::Client) {
+    let dry = |path: String| format!("{path}?dryRun=All");
     let give_up = Instant::now() + Duration::from_secs(60);
     loop {
-        let claim = patch(admin, &claim_path(), MERGE, &long_message()).await;
-        if claim.code == 200 {
+        let claim = patch(admin, &dry(claim_path()), MERGE, &long_message()).await;
+        let pod = patch(
+            kubelet,
+            &dry(pod_path()),
+            STRATEGIC,
+            &terminated_with_duplicates(),
+        )
+        .await;
+        let node = patch(kubelet, &dry(node_path()), MERGE, &indistinct()).await;
+        let node_repaired = node.code == 200
+            && node.body["status"]["storageHealth"][0]["healthConditions"]
+                .as_array()
+                .is_some_and(|conditions| conditions.len() == 1);
+        if claim.code == 200 && pod.code == 200 && node_repaired {
             return;
         }
         assert!(
             Instant::now() < give_up,
-            "the repair policies never repaired a write: {}",
-            claim.body
+            "the repair policies never repaired all three writes: claim {}, pod {}, CSINode {}",
+            claim.body,
+            pod.body,
+            node.body
         );
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
