@@ -636,10 +636,12 @@ impl Scale {
     }
 
     /// Deletes every pod and makes it again on its claim: pods that never reported, as before
-    /// the first storm (a pod keeps its `volumeHealth` entries once it has one).
+    /// the first storm (a pod keeps its `volumeHealth` entries once it has one). Prints how
+    /// long each step took, so that a slow phase shows which step was slow.
     async fn make_pods_again(&self, fleet: &HollowFleet) -> anyhow::Result<()> {
         const CONCURRENT: usize = 16;
         let cluster = self.cluster();
+        let started = Instant::now();
         futures::stream::iter(self.size.each_pod())
             .map(|(n, c)| async move {
                 let path = format!("/api/v1/namespaces/{NAMESPACE}/pods/{}", pod_name(n, c));
@@ -655,6 +657,7 @@ impl Scale {
             Instant::now() + Duration::from_secs(900),
         )
         .await?;
+        let gone = started.elapsed();
         fleet.check_running()?;
         futures::stream::iter(self.size.each_pod())
             .map(|(n, c)| async move {
@@ -663,7 +666,12 @@ impl Scale {
             .buffer_unordered(CONCURRENT)
             .try_collect::<Vec<()>>()
             .await?;
-        self.wait_running(fleet).await?;
+        let made = started.elapsed() - gone;
+        let running = self.wait_running(fleet).await?;
+        eprintln!(
+            "{} pods deleted and gone in {gone:.0?}, made again in {made:.0?}, all Running {running:.0?} later",
+            self.size.pods()
+        );
         Ok(())
     }
 
