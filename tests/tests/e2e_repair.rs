@@ -390,7 +390,7 @@ async fn past_the_bound(cluster: &Cluster, admin: &kube::Client, kubelet: &kube:
     for _ in 0..5 {
         for with in [true, false] {
             if !with {
-                unbind_repair_policies(cluster).await;
+                unbind_repair_policies(cluster, admin, kubelet).await;
             }
             let started = Instant::now();
             let claim = patch(admin, &claim_path(), MERGE, &report).await;
@@ -401,7 +401,7 @@ async fn past_the_bound(cluster: &Cluster, admin: &kube::Client, kubelet: &kube:
             } else {
                 unbound.push(took);
                 create_all(cluster, &policies::repair_bindings()).await;
-                await_repair_policies(admin, kubelet).await;
+                await_repair_policies(admin, kubelet, true).await;
             }
         }
     }
@@ -429,25 +429,26 @@ async fn create_all(cluster: &Cluster, objects: &[Value]) {
     }
 }
 
-async fn unbind_repair_policies(cluster: &Cluster) {
+/// The repair bindings deleted, then awaited gone.
+async fn unbind_repair_policies(cluster: &Cluster, admin: &kube::Client, kubelet: &kube::Client) {
     for binding in policies::repair_bindings() {
         cluster.delete_policy(&binding).await.unwrap();
     }
-    // The apiserver's policy informer drops a binding shortly after its deletion.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    await_repair_policies(admin, kubelet, false).await;
 }
 
 /// The repair policies and their bindings created, then awaited.
 async fn bind_repair_policies(cluster: &Cluster, admin: &kube::Client, kubelet: &kube::Client) {
     create_all(cluster, &policies::repair_policies()).await;
     create_all(cluster, &policies::repair_bindings()).await;
-    await_repair_policies(admin, kubelet).await;
+    await_repair_policies(admin, kubelet, true).await;
 }
 
 /// A write of each resource that only repair changes, sent as a dry run until all three come
-/// back repaired. The apiserver's informers take each policy and binding on its own, so one
-/// resource repaired says nothing of the others; a dry run leaves the stored objects alone.
-async fn await_repair_policies(admin: &kube::Client, kubelet: &kube::Client) {
+/// back repaired (`bound`) or all three as in-tree answers them. The apiserver's informers
+/// take each policy and binding on its own, so one resource's answer says nothing of the
+/// others'; a dry run leaves the stored objects alone.
+async fn await_repair_policies(admin: &kube::Client, kubelet: &kube::Client, bound: bool) {
     let dry = |path: String| format!("{path}?dryRun=All");
     let give_up = Instant::now() + Duration::from_secs(60);
     loop {
@@ -464,12 +465,15 @@ async fn await_repair_policies(admin: &kube::Client, kubelet: &kube::Client) {
             && node.body["status"]["storageHealth"][0]["healthConditions"]
                 .as_array()
                 .is_some_and(|conditions| conditions.len() == 1);
-        if claim.code == 200 && pod.code == 200 && node_repaired {
+        let repaired = [claim.code == 200, pod.code == 200, node_repaired];
+        if repaired.iter().all(|&r| r == bound) {
             return;
         }
         assert!(
             Instant::now() < give_up,
-            "the repair policies never repaired all three writes: claim {}, pod {}, CSINode {}",
+            "the repair policies never answered all three writes as {}: claim {}, pod {}, \
+             CSINode {}",
+            if bound { "bound" } else { "unbound" },
             claim.body,
             pod.body,
             node.body
