@@ -461,12 +461,26 @@ async fn await_repair_policies(admin: &kube::Client, kubelet: &kube::Client, bou
         )
         .await;
         let node = patch(kubelet, &dry(node_path()), MERGE, &indistinct()).await;
-        let node_repaired = node.code == 200
-            && node.body["status"]["storageHealth"][0]["healthConditions"]
-                .as_array()
-                .is_some_and(|conditions| conditions.len() == 1);
-        let repaired = [claim.code == 200, pod.code == 200, node_repaired];
-        if repaired.iter().all(|&r| r == bound) {
+        // Each probe: repaired (true), answered as in-tree answers it (false), or neither.
+        let refused_unless_repaired = |code: u16| match code {
+            200 => Some(true),
+            422 => Some(false),
+            _ => None,
+        };
+        let node_state = match node.body["status"]["storageHealth"][0]["healthConditions"]
+            .as_array()
+            .map(Vec::len)
+        {
+            Some(1) if node.code == 200 => Some(true),
+            Some(2) if node.code == 200 => Some(false),
+            _ => None,
+        };
+        let states = [
+            refused_unless_repaired(claim.code),
+            refused_unless_repaired(pod.code),
+            node_state,
+        ];
+        if states.iter().all(|&state| state == Some(bound)) {
             return;
         }
         assert!(
