@@ -854,7 +854,9 @@ impl Scale {
         // The storm ends with its last first report, so a refusal late in it is resent after
         // that: its writer's resend is awaited before it counts as lost. On a saturated
         // apiserver a kubelet's resend came up to 151 s after its refusal (100 nodes), so the
-        // wait is five resyncs; a storm with no refusal does not wait.
+        // wait is five resyncs. Only a refusal after its call failed open can be forgiven
+        // ([`Storm::refusals_recovered`]), so a storm with any other refusal, or none, does
+        // not wait.
         let mut stored_at: BTreeMap<(String, String), Vec<Timestamp>> = BTreeMap::new();
         for w in writes.iter().filter(|w| w.stored()) {
             stored_at
@@ -873,10 +875,13 @@ impl Scale {
                 })
         };
         let resend_by = Instant::now() + 5 * RESYNC;
-        while Instant::now() < resend_by
-            && writes
-                .iter()
-                .any(|r| !r.stored() && next_stored(&stored_at, r).is_none())
+        let refused_writes = writes.iter().filter(|r| !r.stored());
+        let forgivable = refused_writes.clone().all(|r| r.failed_open);
+        while forgivable
+            && Instant::now() < resend_by
+            && refused_writes
+                .clone()
+                .any(|r| next_stored(&stored_at, r).is_none())
         {
             tokio::time::sleep(Duration::from_secs(1)).await;
             let (more, next) = cluster.status_writes_after(cursor)?;
