@@ -893,9 +893,7 @@ impl Scale {
                     .push(w.at);
             }
         }
-        let refusals: Vec<(&StatusWrite, Option<f64>)> = writes
-            .iter()
-            .filter(|r| !r.stored())
+        let refusals: Vec<(&StatusWrite, Option<f64>)> = refused_writes
             .map(|r| (r, next_stored(&stored_at, r)))
             .collect();
         Ok(Storm {
